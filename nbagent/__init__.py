@@ -1,0 +1,112 @@
+"""nbagent: see and steer an LLM agent's loop, one step at a time, in Jupyter.
+
+The public API is flat (``from nbagent import AgentRunner, ReActAgent, FunctionTool``) and
+loaded lazily, so ``import nbagent`` stays light: no openai, ipywidgets or graphviz import
+happens until you use something that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # data
+    "Task": "nbagent.schema",
+    "TaskStep": "nbagent.schema",
+    "TaskStepOutput": "nbagent.schema",
+    "AgentChatResponse": "nbagent.schema",
+    "StreamingAgentChatResponse": "nbagent.schema",
+    "ChatMessage": "nbagent.messages",
+    "MessageRole": "nbagent.messages",
+    "ToolSelection": "nbagent.messages",
+    "ToolOutput": "nbagent.messages",
+    "TokenUsage": "nbagent.messages",
+    # ids, events, memory, tools
+    "seed_ids": "nbagent.ids",
+    "seeded_ids": "nbagent.ids",
+    "new_id": "nbagent.ids",
+    "EventDispatcher": "nbagent.events",
+    "ChatMemoryBuffer": "nbagent.memory",
+    "FunctionTool": "nbagent.tools",
+    "ToolMetadata": "nbagent.tools",
+    "AppendLog": "nbagent.runner.snapshot",
+    # models
+    "LLM": "nbagent.llms",
+    "ChatResponse": "nbagent.llms",
+    "OpenAILLM": "nbagent.llms",
+    "ScriptedLLM": "nbagent.llms",
+    "FunctionLLM": "nbagent.llms",
+    "ScriptExhaustedError": "nbagent.llms",
+    "tool_call": "nbagent.llms.scripted",
+    "block_network": "nbagent.llms",
+    "NetworkBlockedError": "nbagent.llms",
+    # runners and workers
+    "AgentRunner": "nbagent.runner.base",
+    "TaskState": "nbagent.runner.state",
+    "TaskStatus": "nbagent.runner.state",
+    "StepStatus": "nbagent.runner.state",
+    "UnknownTaskError": "nbagent.runner.base",
+    "TaskStateError": "nbagent.runner.base",
+    "BaseAgentWorker": "nbagent.workers.base",
+    "CustomSimpleAgentWorker": "nbagent.workers.custom",
+    "FnAgentWorker": "nbagent.workers.fn",
+    "ReActAgentWorker": "nbagent.workers.react",
+    "FunctionCallingAgentWorker": "nbagent.workers.function_calling",
+    "OpenAIAgentWorker": "nbagent.workers.function_calling",
+    "ReActAgent": "nbagent.agents",
+    "OpenAIAgent": "nbagent.agents",
+    "FunctionCallingAgent": "nbagent.agents",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
+    from nbagent.agents import FunctionCallingAgent, OpenAIAgent, ReActAgent
+    from nbagent.events import EventDispatcher
+    from nbagent.ids import new_id, seed_ids, seeded_ids
+    from nbagent.llms import (
+        LLM,
+        ChatResponse,
+        FunctionLLM,
+        NetworkBlockedError,
+        OpenAILLM,
+        ScriptedLLM,
+        ScriptExhaustedError,
+        block_network,
+    )
+    from nbagent.llms.scripted import tool_call
+    from nbagent.memory import ChatMemoryBuffer
+    from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
+    from nbagent.runner.base import AgentRunner, TaskStateError, UnknownTaskError
+    from nbagent.runner.snapshot import AppendLog
+    from nbagent.runner.state import StepStatus, TaskState, TaskStatus
+    from nbagent.schema import (
+        AgentChatResponse,
+        StreamingAgentChatResponse,
+        Task,
+        TaskStep,
+        TaskStepOutput,
+    )
+    from nbagent.tools import FunctionTool, ToolMetadata
+    from nbagent.workers.base import BaseAgentWorker
+    from nbagent.workers.custom import CustomSimpleAgentWorker
+    from nbagent.workers.fn import FnAgentWorker
+    from nbagent.workers.function_calling import FunctionCallingAgentWorker, OpenAIAgentWorker
+    from nbagent.workers.react import ReActAgentWorker

@@ -1,0 +1,149 @@
+"""Run coroutines from sync code, also inside a running event loop (a notebook cell).
+
+The async path is the one real implementation; every sync method is ``run_sync(coro)``.
+
+- No loop running in this thread: the coroutine runs on a loop kept for this thread
+  (``run_until_complete``, about 12 µs of overhead; no new loop per call).
+- A loop is running (Jupyter): the coroutine runs on a background "portal" loop in its own
+  thread and this thread waits for it. No nest_asyncio, no patching of the user's loop.
+
+Async generators are bound to the loop that started them (an HTTP stream's sockets are), so
+``next_on(loop, agen)`` / ``anext_on(loop, agen)`` advance one on its own loop from anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+__all__ = ["run_sync", "current_loop", "sync_loop", "iterate_sync", "next_on", "anext_on"]
+
+T = TypeVar("T")
+
+_local = threading.local()
+_portal_lock = threading.Lock()
+_portal: asyncio.AbstractEventLoop | None = None
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+    return loop
+
+
+def _portal_loop() -> asyncio.AbstractEventLoop:
+    global _portal
+    with _portal_lock:
+        if _portal is None or _portal.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="nbagent-loop", daemon=True)
+            thread.start()
+            _portal = loop
+        return _portal
+
+
+def _running() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def current_loop() -> asyncio.AbstractEventLoop:
+    """The loop a coroutine started now from this context would run on."""
+    running = _running()
+    if running is not None:
+        return running
+    return _thread_loop()
+
+
+def sync_loop() -> asyncio.AbstractEventLoop:
+    """The loop ``run_sync`` would run a coroutine on from this context."""
+    running = _running()
+    if running is None:
+        return _thread_loop()
+    return _portal_loop()
+
+
+def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator from sync code (one step at a time on ``sync_loop()``)."""
+    loop = sync_loop()
+    while True:
+        try:
+            yield next_on(loop, agen)
+        except StopIteration:
+            return
+
+
+def _wait(fut: concurrent.futures.Future[T]) -> T:
+    try:
+        return fut.result()
+    except BaseException:
+        fut.cancel()  # KeyboardInterrupt in a notebook: stop the work too
+        raise
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion and return its result, whatever loop is running here."""
+    running = _running()
+    if running is None:
+        loop = _thread_loop()
+        if loop.is_running():  # re-entered from a callback of this very loop
+            return _in_new_thread(coro)
+        return loop.run_until_complete(coro)
+    portal = _portal_loop()
+    if running is portal:
+        return _in_new_thread(coro)
+    return _wait(asyncio.run_coroutine_threadsafe(coro, portal))
+
+
+def _in_new_thread(coro: Coroutine[Any, Any, T]) -> T:
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbagent-sync") as ex:
+        return _wait(ex.submit(asyncio.run, coro))
+
+
+def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
+    """``next()`` for an async iterator bound to ``loop``, from sync code.
+
+    Raises StopIteration at the end, like ``next``.
+    """
+    running = _running()
+    try:
+        if running is None:
+            if loop.is_running():
+                return _wait(asyncio.run_coroutine_threadsafe(_anext(agen), loop))
+            return loop.run_until_complete(_anext(agen))
+        if running is loop:
+            raise RuntimeError(
+                "this stream was started by an async call on the running event loop; "
+                "read it with `async for token in response.async_response_gen()`"
+            )
+        if loop.is_running():
+            return _wait(asyncio.run_coroutine_threadsafe(_anext(agen), loop))
+        return _in_new_thread_on(loop, agen)
+    except StopAsyncIteration:
+        raise StopIteration from None
+
+
+def _in_new_thread_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbagent-sync") as ex:
+        return _wait(ex.submit(loop.run_until_complete, _anext(agen)))
+
+
+async def anext_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
+    """``await anext()`` for an async iterator bound to ``loop``, from any loop."""
+    running = asyncio.get_running_loop()
+    if running is loop:
+        return await _anext(agen)
+    if loop.is_running():
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_anext(agen), loop))
+    return await asyncio.to_thread(loop.run_until_complete, _anext(agen))
+
+
+async def _anext(agen: AsyncIterator[T]) -> T:
+    return await agen.__anext__()

@@ -1,0 +1,34 @@
+"""Chat models: one small protocol, a real OpenAI-compatible client, and offline models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbagent.llms.base import (
+    LLM,
+    ChatResponse,
+    NetworkBlockedError,
+    block_network,
+    network_blocked,
+)
+from nbagent.llms.scripted import FunctionLLM, ScriptExhaustedError, ScriptedLLM
+
+__all__ = [
+    "LLM",
+    "ChatResponse",
+    "NetworkBlockedError",
+    "block_network",
+    "network_blocked",
+    "ScriptedLLM",
+    "FunctionLLM",
+    "ScriptExhaustedError",
+    "OpenAILLM",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAILLM":  # imports openai: only when asked for
+        from nbagent.llms.openai import OpenAILLM
+
+        return OpenAILLM
+    raise AttributeError(f"module 'nbagent.llms' has no attribute {name!r}")

@@ -1,0 +1,198 @@
+"""The LLM protocol every model implements, and the switch that forbids network requests.
+
+An implementation writes ``_achat`` and ``_astream``; the public methods (``achat``,
+``chat``, ``astream_chat``, ``stream_chat``) add timing, token accounting and token events
+once, for every model.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nbagent import _sync
+from nbagent.events import emit_token, record_llm_call
+from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
+from nbagent.tools import FunctionTool, ToolMetadata
+
+__all__ = [
+    "LLM",
+    "ChatResponse",
+    "ToolChoice",
+    "NetworkBlockedError",
+    "block_network",
+    "network_blocked",
+]
+
+ToolChoice = Union[str, dict[str, Any]]
+ToolSpec = Union[FunctionTool, ToolMetadata]
+
+
+class ChatResponse(BaseModel):
+    """One model reply, or (when streaming) the reply so far plus the newest ``delta``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    message: ChatMessage
+    delta: str | None = None
+    usage: TokenUsage | None = None
+    latency_s: float = 0.0
+    model: str = ""
+    raw: Any = Field(default=None, exclude=True, repr=False)
+
+    @property
+    def tool_calls(self) -> list[ToolSelection]:
+        return self.message.tool_calls
+
+    def __str__(self) -> str:
+        return self.message.text
+
+
+class NetworkBlockedError(RuntimeError):
+    """Raised when a model would reach a non-loopback host while the network is blocked."""
+
+
+_blocked: bool | None = None
+
+
+def network_blocked() -> bool:
+    """Whether requests to hosts other than loopback are forbidden.
+
+    On when ``block_network(True)`` was called or ``NBAGENT_BLOCK_NETWORK=1`` is set.
+    """
+    if _blocked is not None:
+        return _blocked
+    return os.environ.get("NBAGENT_BLOCK_NETWORK", "") not in ("", "0", "false", "no")
+
+
+@contextmanager
+def _restore_block(previous: bool | None) -> Iterator[None]:
+    global _blocked
+    try:
+        yield
+    finally:
+        _blocked = previous
+
+
+def block_network(on: bool = True) -> Any:
+    """Forbid (or allow) real network requests from models; usable as a context manager."""
+    global _blocked
+    previous = _blocked
+    _blocked = bool(on)
+    return _restore_block(previous)
+
+
+def to_tool_metadata(tools: Sequence[ToolSpec] | None) -> list[ToolMetadata]:
+    out = []
+    for t in tools or []:
+        if isinstance(t, FunctionTool):
+            out.append(t.metadata)
+        elif isinstance(t, ToolMetadata):
+            out.append(t)
+        else:
+            raise TypeError(f"tools must be FunctionTool or ToolMetadata, got {type(t).__name__}")
+    return out
+
+
+class LLM(ABC):
+    """A chat model. ``model`` names it; ``is_function_calling_model`` says if it takes tools."""
+
+    model: str = "unknown"
+    is_function_calling_model: bool = True
+    is_multimodal: bool = False
+
+    @abstractmethod
+    async def _achat(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolMetadata],
+        tool_choice: ToolChoice | None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """One reply."""
+
+    async def _astream(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolMetadata],
+        tool_choice: ToolChoice | None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatResponse]:
+        """Stream a reply; the default streams the whole reply as one chunk."""
+        response = await self._achat(messages, tools, tool_choice, **kwargs)
+        response.delta = response.message.text
+        yield response
+
+    async def achat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """Ask the model for one reply (async)."""
+        start = time.perf_counter()
+        response = await self._achat(list(messages), to_tool_metadata(tools), tool_choice, **kwargs)
+        response.latency_s = time.perf_counter() - start
+        record_llm_call(response.usage, response.latency_s)
+        return response
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """Ask the model for one reply."""
+        return _sync.run_sync(self.achat(messages, tools, tool_choice, **kwargs))
+
+    async def astream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatResponse]:
+        """Stream a reply (async); every text delta is also reported to the running step."""
+        start = time.perf_counter()
+        last: ChatResponse | None = None
+        async for chunk in self._astream(
+            list(messages), to_tool_metadata(tools), tool_choice, **kwargs
+        ):
+            if chunk.delta:
+                emit_token(chunk.delta)
+            last = chunk
+            yield chunk
+        latency = time.perf_counter() - start
+        if last is not None:
+            last.latency_s = latency
+        record_llm_call(last.usage if last else None, latency)
+
+    def stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatResponse]:
+        """Stream a reply."""
+        return _sync.iterate_sync(self.astream_chat(messages, tools, tool_choice, **kwargs))
+
+    def complete(self, prompt: str, **kwargs: Any) -> ChatResponse:
+        """One reply to a single user message."""
+        return self.chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r})"
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import llm_html
+
+        return llm_html(self)

@@ -1,0 +1,543 @@
+"""AgentRunner: creates tasks, runs their steps through a worker, and owns all their state.
+
+One step path: ``_astep`` is the only code that runs a step; every public method, sync or
+async, streaming or not, goes through it (sync ones via ``run_sync``, which also works inside
+a notebook's running event loop). A step is snapshotted before it runs, so a failure rolls
+back cleanly and ``undo_step`` can go back any number of steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Union
+
+from nbagent import _sync
+from nbagent.events import (
+    Event,
+    EventDispatcher,
+    RunnerReset,
+    StepCompleted,
+    StepContext,
+    StepEdited,
+    StepFailed,
+    StepStarted,
+    StepUndone,
+    TaskAbandoned,
+    TaskCreated,
+    TaskDeleted,
+    TaskFinalized,
+    _reset_current,
+    _set_current,
+)
+from nbagent.memory import ChatMemoryBuffer
+from nbagent.messages import ChatMessage, ToolOutput
+from nbagent.runner.state import TaskState, TaskStatus
+from nbagent.schema import (
+    AgentChatResponse,
+    StreamingAgentChatResponse,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+)
+from nbagent.workers.base import BaseAgentWorker
+
+__all__ = ["AgentRunner", "TaskRef", "UnknownTaskError", "TaskStateError"]
+
+TaskRef = Union[Task, str]
+Mode = Literal["wait", "stream"]
+ChatResponseType = Union[AgentChatResponse, StreamingAgentChatResponse]
+
+
+class UnknownTaskError(KeyError):
+    """A task id the runner does not know."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class TaskStateError(RuntimeError):
+    """The call does not fit the task's state (finalized, abandoned, nothing to undo...)."""
+
+
+class AgentRunner:
+    """Orchestrates tasks for one worker, keeps their state and the conversation memory."""
+
+    def __init__(
+        self,
+        agent_worker: BaseAgentWorker,
+        chat_history: Sequence[ChatMessage] | None = None,
+        state: Any = None,
+        memory: ChatMemoryBuffer | None = None,
+        llm: Any = None,
+        callback_manager: Any = None,
+        init_task_state_kwargs: dict[str, Any] | None = None,
+        delete_task_on_finish: bool = False,
+        default_tool_choice: str | dict[str, Any] = "auto",
+        verbose: bool = False,
+        keep_history: bool = True,
+    ) -> None:
+        if not isinstance(agent_worker, BaseAgentWorker):
+            raise TypeError(
+                f"agent_worker must be a BaseAgentWorker, got {type(agent_worker).__name__}"
+            )
+        self.agent_worker = agent_worker
+        self.memory = memory if memory is not None else ChatMemoryBuffer.from_defaults(chat_history)
+        if memory is not None and chat_history is not None:
+            self.memory.set(chat_history)
+        self.init_task_state_kwargs = dict(init_task_state_kwargs or {})
+        self.delete_task_on_finish = delete_task_on_finish
+        self.default_tool_choice = default_tool_choice
+        self.verbose = verbose
+        self.keep_history = keep_history
+        self.events = EventDispatcher()
+        self._tasks: dict[str, TaskState] = {}
+
+    # ----- events ------------------------------------------------------------------------
+    def subscribe(
+        self, listener: Callable[[Event], Any], types: Any = None
+    ) -> Callable[[], None]:
+        """Listen to this runner's events; returns the function that stops listening."""
+        return self.events.subscribe(listener, types)
+
+    def _emit(self, event: Event) -> None:
+        if self.events.active:
+            self.events.emit(event)
+
+    # ----- tasks -------------------------------------------------------------------------
+    @property
+    def chat_history(self) -> list[ChatMessage]:
+        return self.memory.get_all()
+
+    @property
+    def tasks(self) -> dict[str, TaskState]:
+        """Every task's state, by id (read it; change it through the runner's methods)."""
+        return self._tasks
+
+    def state_of(self, task: TaskRef) -> TaskState:
+        """The TaskState of a task or task id; an unknown id is a clear error."""
+        task_id = task.task_id if isinstance(task, Task) else task
+        if not isinstance(task_id, str):
+            raise TypeError(f"expected a Task or a task id (str), got {type(task).__name__}")
+        state = self._tasks.get(task_id)
+        if state is None:
+            known = ", ".join(repr(k) for k in self._tasks) or "none"
+            raise UnknownTaskError(f"unknown task id {task_id!r}; known task ids: {known}")
+        return state
+
+    def create_task(self, input: str, **kwargs: Any) -> Task:
+        """Create a task for ``input`` and queue its first step (nothing runs yet)."""
+        if not isinstance(input, str):
+            raise TypeError(f"task input must be a str, got {type(input).__name__}: {input!r}")
+        if "extra_state" in kwargs and self.init_task_state_kwargs:
+            raise ValueError("pass either extra_state or the runner's init_task_state_kwargs, not both")
+        extra_state = kwargs.pop("extra_state", None)
+        if extra_state is None:
+            extra_state = copy.deepcopy(self.init_task_state_kwargs)
+        kwargs.pop("callback_manager", None)
+        task = Task(input=input, memory=self.memory, extra_state=extra_state, **kwargs)
+        task._runner = self
+        state = TaskState(task=task, keep_history=self.keep_history)
+        first = self.agent_worker.initialize_step(task)
+        if not isinstance(first, TaskStep):
+            raise TypeError(
+                f"{type(self.agent_worker).__name__}.initialize_step must return a TaskStep, "
+                f"got {type(first).__name__}"
+            )
+        state.register(first)
+        state.step_queue.append(first)
+        self._tasks[task.task_id] = state
+        self._emit(TaskCreated(task.task_id, input=input))
+        return task
+
+    def delete_task(self, task_id: TaskRef) -> None:
+        """Forget a task (the runner's memory keeps what finalized tasks added)."""
+        state = self.state_of(task_id)
+        del self._tasks[state.task_id]
+        self._emit(TaskDeleted(state.task_id))
+
+    def list_tasks(self, **kwargs: Any) -> list[Task]:
+        return [s.task for s in self._tasks.values()]
+
+    def get_task(self, task_id: TaskRef, **kwargs: Any) -> Task:
+        return self.state_of(task_id).task
+
+    def get_upcoming_steps(self, task_id: TaskRef, **kwargs: Any) -> list[TaskStep]:
+        """The queued steps (live objects: edit them, or use ``edit_step``, before they run)."""
+        return list(self.state_of(task_id).step_queue)
+
+    def get_completed_steps(self, task_id: TaskRef, **kwargs: Any) -> list[TaskStepOutput]:
+        return list(self.state_of(task_id).completed_steps)
+
+    def get_task_output(self, task_id: TaskRef, **kwargs: Any) -> TaskStepOutput:
+        state = self.state_of(task_id)
+        if not state.completed_steps:
+            raise ValueError(f"task {state.task_id!r} has no completed steps yet")
+        return state.completed_steps[-1]
+
+    def get_completed_tasks(self, **kwargs: Any) -> list[Task]:
+        return [
+            s.task
+            for s in self._tasks.values()
+            if s.completed_steps and s.completed_steps[-1].is_last
+        ]
+
+    def edit_step(
+        self,
+        task_id: TaskRef,
+        step_id: str,
+        *,
+        input: str | None = None,
+        step_state: dict[str, Any] | None = None,
+    ) -> TaskStep:
+        """Change a queued step's input or state before it runs."""
+        state = self.state_of(task_id)
+        step = next((s for s in state.step_queue if s.step_id == step_id), None)
+        if step is None:
+            queued = [s.step_id for s in state.step_queue]
+            raise ValueError(
+                f"step {step_id!r} is not queued in task {state.task_id!r}; "
+                f"only queued steps can be edited: {queued}"
+            )
+        fields: list[str] = []
+        if input is not None:
+            step.input = input
+            fields.append("input")
+        if step_state is not None:
+            step.step_state.update(step_state)
+            fields.append("step_state")
+        self._emit(StepEdited(state.task_id, step_id=step_id, fields=tuple(fields)))
+        return step
+
+    # ----- the one step path -------------------------------------------------------------
+    def _check_runnable(self, state: TaskState) -> None:
+        if state.abandoned:
+            raise TaskStateError(f"task {state.task_id!r} was abandoned; create a new task")
+        if state.finalized:
+            raise TaskStateError(f"task {state.task_id!r} is finalized; create a new task")
+        if state.running:
+            raise TaskStateError(
+                f"task {state.task_id!r} is already running step(s) {sorted(state.running)}"
+            )
+
+    def _pick_step(self, state: TaskState, step: TaskStep | None) -> TaskStep:
+        queue = state.step_queue
+        if step is not None:
+            if not any(s is step or s.step_id == step.step_id for s in queue):
+                raise ValueError(
+                    f"step {step.step_id!r} is not queued in task {state.task_id!r}; "
+                    f"queued: {[s.step_id for s in queue]}"
+                )
+            return next(s for s in queue if s.step_id == step.step_id)
+        if not queue:
+            done = "its last step is done" if state.status == TaskStatus.COMPLETED else (
+                "no final output was produced"
+            )
+            raise TaskStateError(
+                f"task {state.task_id!r} has no queued step to run ({done})"
+            )
+        for s in queue:
+            if state.is_step_ready(s):
+                return s
+        raise TaskStateError(
+            f"task {state.task_id!r} has queued steps but none is ready: "
+            f"{[s.step_id for s in queue]} wait for steps that are not done"
+        )
+
+    async def _astep(
+        self,
+        task_id: TaskRef,
+        step: TaskStep | None = None,
+        input: str | None = None,
+        mode: Mode = "wait",
+        **kwargs: Any,
+    ) -> TaskStepOutput:
+        state = self.state_of(task_id)
+        self._check_runnable(state)
+        step = self._pick_step(state, step)
+        snap = state.snapshot(step)
+        if input is not None:
+            step.input = input
+        state.step_queue.remove(step)
+        state.running.add(step.step_id)
+        task = state.task
+        ctx = StepContext(task.task_id, step.step_id, self.events)
+        token = _set_current(ctx)
+        if self.events.active:
+            self.events.emit(StepStarted(task.task_id, step_id=step.step_id, input=step.input))
+        if self.verbose:
+            print(f"> Running step {step.step_id}. Step input: {step.input}")
+        start = time.perf_counter()
+        try:
+            if mode == "stream":
+                output = await self.agent_worker.astream_step(step, task, **kwargs)
+            else:
+                output = await self.agent_worker.arun_step(step, task, **kwargs)
+            if not isinstance(output, TaskStepOutput):
+                raise TypeError(
+                    f"{type(self.agent_worker).__name__} returned {type(output).__name__}; "
+                    "a step must return a TaskStepOutput"
+                )
+        except BaseException as error:
+            state.running.discard(step.step_id)
+            state.restore(snap)
+            failure = state.record_failure(step, error)
+            self._emit(
+                StepFailed(
+                    task.task_id,
+                    step_id=step.step_id,
+                    error_type=failure.error_type,
+                    error=failure.message,
+                )
+            )
+            raise
+        finally:
+            _reset_current(token)
+        latency = time.perf_counter() - start
+        state.running.discard(step.step_id)
+        output.latency_s = latency
+        if ctx.usage is not None:
+            output.usage = ctx.usage
+        state.complete(step, output, snap)
+        if self.events.active:
+            self.events.emit(
+                StepCompleted(
+                    task.task_id,
+                    step_id=step.step_id,
+                    is_last=output.is_last,
+                    next_step_ids=tuple(s.step_id for s in output.next_steps),
+                    latency_s=latency,
+                )
+            )
+        return output
+
+    # ----- stepping (reference API) ------------------------------------------------------
+    async def arun_step(
+        self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
+    ) -> TaskStepOutput:
+        """Run the next step (or ``step``); ``input`` replaces the step's input (steering)."""
+        return await self._astep(task_id, step, input=input, mode="wait", **kwargs)
+
+    def run_step(
+        self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
+    ) -> TaskStepOutput:
+        """Run the next step (or ``step``); ``input`` replaces the step's input (steering)."""
+        return _sync.run_sync(self._astep(task_id, step, input=input, mode="wait", **kwargs))
+
+    async def astream_step(
+        self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
+    ) -> TaskStepOutput:
+        """Like ``arun_step``, with the answer streamed when this is the last step."""
+        return await self._astep(task_id, step, input=input, mode="stream", **kwargs)
+
+    def stream_step(
+        self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
+    ) -> TaskStepOutput:
+        """Like ``run_step``, with the answer streamed when this is the last step."""
+        return _sync.run_sync(self._astep(task_id, step, input=input, mode="stream", **kwargs))
+
+    def undo_step(self, task_id: TaskRef, input: str | None = None) -> TaskStep:
+        """Take back the last completed step and queue it again (with new ``input`` if given).
+
+        Memory, extra state, queue and completed outputs go back to what they were before
+        that step ran; the branch it produced stays in the graph, greyed.
+        """
+        state = self.state_of(task_id)
+        if state.finalized or state.abandoned:
+            raise TaskStateError(
+                f"task {state.task_id!r} is {state.status.value}; only a task that is not "
+                "finalized or abandoned can undo a step"
+            )
+        if state.running:
+            raise TaskStateError(f"task {state.task_id!r} is running a step; undo after it ends")
+        if not state.history:
+            why = "no step has completed" if not state.completed_steps else (
+                "undo history is off (keep_history=False)"
+            )
+            raise TaskStateError(f"nothing to undo in task {state.task_id!r}: {why}")
+        _, snap = state.undo()
+        step = state.steps[snap.step_id]
+        if input is not None:
+            step.input = input
+        self._emit(StepUndone(state.task_id, step_id=step.step_id))
+        return step
+
+    def abandon_task(self, task_id: TaskRef) -> None:
+        """Give up on a task: nothing it did reaches the runner's memory."""
+        state = self.state_of(task_id)
+        if state.finalized:
+            raise TaskStateError(f"task {state.task_id!r} is already finalized")
+        if state.running:
+            raise TaskStateError(f"task {state.task_id!r} is running a step; abandon after it ends")
+        state.abandoned = True
+        self._emit(TaskAbandoned(state.task_id))
+
+    # ----- finishing ---------------------------------------------------------------------
+    def _sources(self, state: TaskState) -> list[ToolOutput]:
+        seen: list[ToolOutput] = []
+        for out in state.completed_steps:
+            seen.extend(out.tool_outputs)
+        extra = state.task.extra_state.get("sources")
+        if isinstance(extra, list):
+            ids = {id(s) for s in seen}
+            seen.extend(s for s in extra if isinstance(s, ToolOutput) and id(s) not in ids)
+        return seen
+
+    def finalize_response(
+        self, task_id: TaskRef, step_output: TaskStepOutput | None = None
+    ) -> ChatResponseType:
+        """Finish a task whose last step is done: run the worker's finalize hook, merge the
+        task's new messages into memory and return the answer.
+
+        A streamed answer is finalized when its stream ends.
+        """
+        state = self.state_of(task_id)
+        if state.finalized:
+            return state.final_response  # type: ignore[no-any-return]
+        if state.abandoned:
+            raise TaskStateError(f"task {state.task_id!r} was abandoned; it has no response")
+        if step_output is None:
+            if not state.completed_steps:
+                raise ValueError(f"task {state.task_id!r} has no completed steps to finalize")
+            step_output = state.completed_steps[-1]
+        if not step_output.is_last:
+            raise ValueError(
+                f"task {state.task_id!r} is not done: finalize_response needs the output of "
+                f"the last step (is_last=True), got step {step_output.task_step.step_id!r}"
+            )
+        output = step_output.output
+        if not isinstance(output, (AgentChatResponse, StreamingAgentChatResponse)):
+            output = AgentChatResponse(response="" if output is None else str(output))
+            step_output.output = output
+        sources = self._sources(state)
+        output.sources = sources
+        if isinstance(output, StreamingAgentChatResponse) and not output.is_done:
+            output.add_done_callback(lambda text: self._finish(state, output, text))
+        else:
+            self._finish(state, output, output.response)
+        return output
+
+    def _finish(self, state: TaskState, output: ChatResponseType, text: str) -> None:
+        if state.finalized:
+            return
+        self.agent_worker.finalize_task(state.task)
+        self.memory.put_messages(state.task.scratch_memory.get_all())
+        state.finalized = True
+        state.final_response = output
+        self._emit(TaskFinalized(state.task_id, response=text))
+        if self.delete_task_on_finish and state.task_id in self._tasks:
+            self.delete_task(state.task_id)
+
+    # ----- end to end --------------------------------------------------------------------
+    async def _achat(
+        self,
+        message: str,
+        chat_history: Sequence[ChatMessage] | None,
+        tool_choice: str | dict[str, Any] | None,
+        mode: Mode,
+    ) -> ChatResponseType:
+        if chat_history is not None:
+            self.memory.set(chat_history)
+        choice = self.default_tool_choice if tool_choice is None else tool_choice
+        task = self.create_task(message)
+        while True:
+            output = await self._astep(task.task_id, mode=mode, tool_choice=choice)
+            if output.is_last:
+                break
+            choice = "auto"  # a forced tool choice applies to the first step only
+        response = self.finalize_response(task.task_id, output)
+        if mode == "stream" and isinstance(response, AgentChatResponse):
+            streamed = StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
+            return streamed
+        return response
+
+    async def achat(
+        self,
+        message: str,
+        chat_history: Sequence[ChatMessage] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> AgentChatResponse:
+        """Run a whole task for ``message`` and return the answer."""
+        response = await self._achat(message, chat_history, tool_choice, "wait")
+        if isinstance(response, StreamingAgentChatResponse):
+            return await response.aget_response()
+        return response
+
+    def chat(
+        self,
+        message: str,
+        chat_history: Sequence[ChatMessage] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> AgentChatResponse:
+        """Run a whole task for ``message`` and return the answer."""
+        return _sync.run_sync(self.achat(message, chat_history, tool_choice))
+
+    async def astream_chat(
+        self,
+        message: str,
+        chat_history: Sequence[ChatMessage] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> StreamingAgentChatResponse:
+        """Run a task; the answer comes back as a stream of tokens."""
+        response = await self._achat(message, chat_history, tool_choice, "stream")
+        assert isinstance(response, StreamingAgentChatResponse)
+        return response
+
+    def stream_chat(
+        self,
+        message: str,
+        chat_history: Sequence[ChatMessage] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+    ) -> StreamingAgentChatResponse:
+        """Run a task; the answer comes back as a stream of tokens."""
+        return _sync.run_sync(self.astream_chat(message, chat_history, tool_choice))
+
+    async def aquery(self, query: str) -> AgentChatResponse:
+        """Answer one question with no conversation history; memory is left as it was."""
+        saved = self.memory
+        self.memory = ChatMemoryBuffer(token_limit=saved.token_limit, tokenizer_fn=saved.tokenizer_fn)
+        try:
+            return await self.achat(query)
+        finally:
+            self.memory = saved
+
+    def query(self, query: str) -> AgentChatResponse:
+        """Answer one question with no conversation history; memory is left as it was."""
+        return _sync.run_sync(self.aquery(query))
+
+    def reset(self) -> None:
+        """Forget the conversation and every task."""
+        self.memory.reset()
+        self._tasks.clear()
+        self._emit(RunnerReset(""))
+
+    # ----- views -------------------------------------------------------------------------
+    def graph(self, task_id: TaskRef | None = None, **kwargs: Any) -> Any:
+        """The task's step DAG, displayable in Jupyter (``.source`` is the DOT text)."""
+        from nbagent.viz.graph import StepGraph
+
+        state = self.state_of(task_id) if task_id is not None else self._latest_state()
+        return StepGraph(state, **kwargs)
+
+    def panel(self, task: TaskRef | None = None) -> Any:
+        """An ipywidgets control panel driving this runner."""
+        from nbagent.viz.panel import AgentPanel
+
+        return AgentPanel(self, task)
+
+    def _latest_state(self) -> TaskState:
+        if not self._tasks:
+            raise ValueError("the runner has no tasks yet; create one with create_task(...)")
+        return next(reversed(self._tasks.values()))
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(worker={type(self.agent_worker).__name__}, "
+            f"tasks={len(self._tasks)}, memory={len(self.memory)} messages)"
+        )
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import runner_html
+
+        return runner_html(self)

@@ -1,0 +1,212 @@
+"""TaskState: everything the runner knows about one task, and the per-step snapshots for undo.
+
+The runner is the only writer. Steps are kept in a registry by id (``steps``); links live on
+the steps themselves, and links cut by an undo are kept in ``undone_edges`` so the graph can
+still draw the abandoned branch.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from nbagent.memory import MemorySnapshot
+from nbagent.runner.snapshot import restore_dict, snapshot_dict
+from nbagent.schema import Task, TaskStep, TaskStepOutput
+
+__all__ = ["TaskState", "TaskStatus", "StepStatus", "StepFailure", "StepSnapshot"]
+
+
+class TaskStatus(str, Enum):
+    """Where a task is in its life."""
+
+    PENDING = "pending"  # created, no step run yet
+    RUNNING = "running"  # a step is running now
+    ACTIVE = "active"  # some steps done, more to run
+    FAILED = "failed"  # the last attempt raised; the step waits to be retried
+    COMPLETED = "completed"  # the last step is done; finalize_response is next
+    FINALIZED = "finalized"
+    ABANDONED = "abandoned"
+
+
+class StepStatus(str, Enum):
+    """Where a step is: in the queue (ready or blocked), running, done, failed or undone."""
+
+    QUEUED = "queued"
+    BLOCKED = "blocked"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    UNDONE = "undone"
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailure:
+    """One failed attempt at a step."""
+
+    step_id: str
+    error_type: str
+    message: str
+    traceback: str
+    at: float
+    attempt: int
+
+
+@dataclass(slots=True)
+class StepSnapshot:
+    """What a step may change, taken just before it ran."""
+
+    step_id: str
+    step_input: str | None
+    queue: tuple[TaskStep, ...]
+    completed_len: int
+    extra_state: dict[str, Any]
+    step_state: dict[str, Any]
+    scratch: MemorySnapshot
+
+
+@dataclass
+class TaskState:
+    """A task and its queue, completed outputs, step registry, failures and undo history."""
+
+    task: Task
+    step_queue: deque[TaskStep] = field(default_factory=deque)
+    completed_steps: list[TaskStepOutput] = field(default_factory=list)
+    steps: dict[str, TaskStep] = field(default_factory=dict)
+    outputs: dict[str, TaskStepOutput] = field(default_factory=dict)
+    history: list[StepSnapshot] = field(default_factory=list)
+    failures: list[StepFailure] = field(default_factory=list)
+    undone_outputs: list[TaskStepOutput] = field(default_factory=list)
+    undone_edges: list[tuple[str, str]] = field(default_factory=list)
+    undone_ids: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
+    finalized: bool = False
+    abandoned: bool = False
+    final_response: Any = None
+    keep_history: bool = True
+
+    @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+    # ----- reading -----------------------------------------------------------------------
+    @property
+    def status(self) -> TaskStatus:
+        if self.abandoned:
+            return TaskStatus.ABANDONED
+        if self.finalized:
+            return TaskStatus.FINALIZED
+        if self.running:
+            return TaskStatus.RUNNING
+        if self.completed_steps and self.completed_steps[-1].is_last:
+            return TaskStatus.COMPLETED
+        if self.failed_step_id() is not None:
+            return TaskStatus.FAILED
+        return TaskStatus.ACTIVE if self.completed_steps else TaskStatus.PENDING
+
+    def failed_step_id(self) -> str | None:
+        """The step whose last attempt failed and that has not succeeded since."""
+        if not self.failures:
+            return None
+        sid = self.failures[-1].step_id
+        if sid in self.outputs or sid in self.running:
+            return None
+        return sid
+
+    def step_status(self, step_id: str) -> StepStatus:
+        if step_id in self.running:
+            return StepStatus.RUNNING
+        if step_id in self.outputs:
+            return StepStatus.DONE
+        if step_id in self.undone_ids:
+            return StepStatus.UNDONE
+        if step_id == self.failed_step_id():
+            return StepStatus.FAILED
+        step = self.steps.get(step_id)
+        if step is not None and not self.is_step_ready(step):
+            return StepStatus.BLOCKED
+        return StepStatus.QUEUED
+
+    def is_step_ready(self, step: TaskStep) -> bool:
+        """Ready when every step it depends on (``prev_steps``) is done."""
+        return all(pid in self.outputs for pid in step.prev_steps)
+
+    def register(self, step: TaskStep) -> None:
+        if step.task_id != self.task.task_id:
+            raise ValueError(
+                f"step {step.step_id!r} belongs to task {step.task_id!r}, "
+                f"not to task {self.task.task_id!r}"
+            )
+        self.steps[step.step_id] = step
+        self.undone_ids.discard(step.step_id)
+
+    # ----- snapshots ---------------------------------------------------------------------
+    def snapshot(self, step: TaskStep) -> StepSnapshot:
+        extra = self.task.extra_state
+        return StepSnapshot(
+            step_id=step.step_id,
+            step_input=step.input,
+            queue=tuple(self.step_queue),
+            completed_len=len(self.completed_steps),
+            extra_state=snapshot_dict(extra) if extra else {},
+            step_state=snapshot_dict(step.step_state)
+            if step.step_state and step.step_state is not extra
+            else {},
+            scratch=self.task.scratch_memory.snapshot(),
+        )
+
+    def restore(self, snap: StepSnapshot) -> None:
+        """Put back what the step may have changed."""
+        step = self.steps[snap.step_id]
+        step.input = snap.step_input
+        if snap.extra_state or self.task.extra_state:
+            restore_dict(self.task.extra_state, snap.extra_state)
+        if snap.step_state:
+            restore_dict(step.step_state, snap.step_state)
+        self.task.scratch_memory.restore(snap.scratch)
+        self.step_queue = deque(snap.queue)
+        del self.completed_steps[snap.completed_len :]
+
+    def record_failure(self, step: TaskStep, error: BaseException) -> StepFailure:
+        attempt = 1 + sum(1 for f in self.failures if f.step_id == step.step_id)
+        failure = StepFailure(
+            step_id=step.step_id,
+            error_type=type(error).__name__,
+            message=str(error),
+            traceback="".join(traceback.format_exception(type(error), error, error.__traceback__)),
+            at=time.time(),
+            attempt=attempt,
+        )
+        self.failures.append(failure)
+        return failure
+
+    # ----- changes -----------------------------------------------------------------------
+    def complete(self, step: TaskStep, output: TaskStepOutput, snap: StepSnapshot) -> None:
+        """Record a finished step: link and queue its next steps, keep its output."""
+        for nxt in output.next_steps:
+            if nxt.step_id not in step.next_steps and step.step_id not in nxt.prev_steps:
+                step.link_step(nxt)
+            self.register(nxt)
+            self.step_queue.append(nxt)
+        self.completed_steps.append(output)
+        self.outputs[step.step_id] = output
+        if self.keep_history:
+            self.history.append(snap)
+
+    def undo(self) -> tuple[TaskStepOutput, StepSnapshot]:
+        """Take back the last completed step; return its output and snapshot."""
+        snap = self.history.pop()
+        output = self.outputs.pop(snap.step_id)
+        step = self.steps[snap.step_id]
+        for nxt in output.next_steps:
+            step.next_steps.pop(nxt.step_id, None)
+            nxt.prev_steps.pop(step.step_id, None)
+            self.undone_edges.append((step.step_id, nxt.step_id))
+            self.undone_ids.add(nxt.step_id)
+        self.restore(snap)
+        self.undone_outputs.append(output)
+        return output, snap

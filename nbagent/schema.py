@@ -1,0 +1,355 @@
+"""The step-wise agent's data: Task, TaskStep, TaskStepOutput and chat responses.
+
+Steps link to each other through ``next_steps`` / ``prev_steps`` as in the reference API, but
+serialise those links as lists of step ids, so a DAG of steps dumps to JSON without recursing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_serializer,
+    model_validator,
+)
+
+from nbagent import _sync
+from nbagent.ids import new_id
+from nbagent.memory import ChatMemoryBuffer
+from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
+
+__all__ = [
+    "Task",
+    "TaskStep",
+    "TaskStepOutput",
+    "AgentChatResponse",
+    "StreamingAgentChatResponse",
+    "ChatMessage",
+    "MessageRole",
+    "ToolSelection",
+    "ToolOutput",
+    "TokenUsage",
+]
+
+
+class Task(BaseModel):
+    """One run of an agent on one user input.
+
+    ``memory`` is the runner's conversation so far (read it; do not write it). New messages of
+    this task go to ``scratch_memory``, which the runner merges into its memory when the task
+    is finalized, and drops when the task is abandoned.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    task_id: str = Field(default_factory=new_id)
+    input: str = Field(description="The user's input that started the task.")
+    memory: ChatMemoryBuffer = Field(default_factory=ChatMemoryBuffer, exclude=True)
+    scratch_memory: ChatMemoryBuffer = Field(
+        default_factory=lambda: ChatMemoryBuffer(token_limit=10**9), exclude=True
+    )
+    extra_state: dict[str, Any] = Field(
+        default_factory=dict, description="Worker state carried across the task's steps."
+    )
+    _runner: Any = PrivateAttr(default=None)
+
+    def __repr__(self) -> str:
+        return f"Task(task_id={self.task_id!r}, input={_short(self.input)!r})"
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import task_html
+
+        return task_html(self)
+
+
+class TaskStep(BaseModel):
+    """One step of a task: the input a worker turns into a ``TaskStepOutput``.
+
+    Links to other steps live in ``next_steps`` / ``prev_steps`` (by id when serialised).
+    """
+
+    task_id: str
+    step_id: str = Field(default_factory=new_id)
+    input: str | None = Field(default=None, description="Input of this step (user or injected).")
+    step_state: dict[str, Any] = Field(default_factory=dict)
+    next_steps: dict[str, TaskStep] = Field(default_factory=dict)
+    prev_steps: dict[str, TaskStep] = Field(default_factory=dict)
+    is_ready: bool = Field(default=True, description="False until the runner may run it.")
+    _pending_links: tuple[list[str], list[str]] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _accept_id_links(cls, data: Any, handler: Any) -> TaskStep:
+        """Accept links given as lists of ids (from JSON); the runner resolves them later."""
+        pending: tuple[list[str], list[str]] | None = None
+        if isinstance(data, dict) and (
+            isinstance(data.get("next_steps"), list) or isinstance(data.get("prev_steps"), list)
+        ):
+            data = dict(data)
+            nxt = data.pop("next_steps", None)
+            prv = data.pop("prev_steps", None)
+            pending = (list(nxt or []), list(prv or []))
+        step: TaskStep = handler(data)
+        if pending is not None:
+            step._pending_links = pending
+        return step
+
+    @field_serializer("next_steps", "prev_steps")
+    def _links_as_ids(self, links: dict[str, TaskStep]) -> list[str]:
+        return list(links)
+
+    def get_next_step(
+        self,
+        step_id: str | None = None,
+        input: str | None = None,
+        step_state: dict[str, Any] | None = None,
+    ) -> TaskStep:
+        """A new step of the same task that carries this step's state forward (not linked)."""
+        return TaskStep(
+            task_id=self.task_id,
+            step_id=step_id or new_id(),
+            input=input,
+            step_state=self.step_state if step_state is None else step_state,
+        )
+
+    def link_step(self, next_step: TaskStep) -> None:
+        """Make ``next_step`` follow this one (both directions)."""
+        if next_step.task_id != self.task_id:
+            raise ValueError(
+                f"cannot link step {next_step.step_id!r} of task {next_step.task_id!r} "
+                f"after a step of task {self.task_id!r}: links stay within one task"
+            )
+        self.next_steps[next_step.step_id] = next_step
+        next_step.prev_steps[self.step_id] = self
+
+    def resolve_links(self, registry: dict[str, TaskStep]) -> None:
+        """Turn links loaded as ids back into step objects, from a registry of steps by id."""
+        if self._pending_links is None:
+            return
+        nxt, prv = self._pending_links
+        missing = [i for i in [*nxt, *prv] if i not in registry]
+        if missing:
+            raise ValueError(f"step {self.step_id!r} links to unknown step ids {missing}")
+        self.next_steps = {i: registry[i] for i in nxt}
+        self.prev_steps = {i: registry[i] for i in prv}
+        self._pending_links = None
+
+    def __repr_args__(self) -> Any:
+        for name in ("task_id", "step_id", "input", "is_ready"):
+            yield name, getattr(self, name)
+        yield "next_steps", list(self.next_steps)
+        yield "prev_steps", list(self.prev_steps)
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if not isinstance(other, TaskStep):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = object.__hash__
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import step_html
+
+        return step_html(self)
+
+
+class AgentChatResponse(BaseModel):
+    """The answer of a task, with the tool outputs it was built from."""
+
+    response: str = ""
+    sources: list[ToolOutput] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    is_dummy_stream: bool = False
+
+    def __str__(self) -> str:
+        return self.response
+
+    @property
+    def response_gen(self) -> Iterator[str]:
+        """The whole answer as a one-token stream (so code written for streams works)."""
+        yield self.response
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import chat_response_html
+
+        return chat_response_html(self)
+
+
+class TaskStepOutput(BaseModel):
+    """What a worker made of one step: its output, the steps that follow, whether it is last.
+
+    The runner fills ``latency_s`` and ``usage`` (tokens of the model calls made in the step).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    output: Any = Field(description="The step's output; on the last step an agent response.")
+    task_step: TaskStep
+    next_steps: list[TaskStep] = Field(default_factory=list)
+    is_last: bool = False
+    reasoning: str | None = Field(default=None, description="The model's thought, if any.")
+    tool_outputs: list[ToolOutput] = Field(default_factory=list, description="Calls made.")
+    latency_s: float | None = None
+    usage: TokenUsage | None = None
+
+    @field_serializer("next_steps")
+    def _next_as_ids(self, steps: list[TaskStep]) -> list[str]:
+        return [s.step_id for s in steps]
+
+    @field_serializer("output")
+    def _output_json(self, output: Any) -> Any:
+        if isinstance(output, BaseModel):
+            return output.model_dump(mode="json")
+        if isinstance(output, StreamingAgentChatResponse):
+            return {"response": output.response, "streaming": True}
+        if output is None or isinstance(output, (str, int, float, bool)):
+            return output
+        return str(output)
+
+    def __str__(self) -> str:
+        return str(self.output)
+
+    def __repr_args__(self) -> Any:
+        yield "output", _short(str(self.output))
+        yield "step_id", self.task_step.step_id
+        yield "next_steps", [s.step_id for s in self.next_steps]
+        yield "is_last", self.is_last
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import step_output_html
+
+        return step_output_html(self)
+
+
+class StreamingAgentChatResponse:
+    """An answer whose tokens arrive over time.
+
+    Read it with ``response_gen`` (sync) or ``async_response_gen()`` (async); ``response``
+    holds the text read so far, ``str()`` reads to the end. Done-callbacks run once, with the
+    whole text, when the stream ends (the runner finalizes a streamed task there).
+    """
+
+    def __init__(
+        self,
+        token_source: AsyncIterator[str] | Iterator[str] | None = None,
+        *,
+        sources: list[ToolOutput] | None = None,
+        prefix: str = "",
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self._source = token_source
+        self._loop = loop or _sync.current_loop()
+        self._tokens: list[str] = [prefix] if prefix else []
+        self.response = prefix
+        self.sources: list[ToolOutput] = list(sources or [])
+        self.is_done = token_source is None
+        self._done_callbacks: list[Callable[[str], None]] = []
+        self._token_callbacks: list[Callable[[str], None]] = []
+
+    def add_done_callback(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(full_text)`` when the stream ends (at once if it already has)."""
+        if self.is_done:
+            fn(self.response)
+        else:
+            self._done_callbacks.append(fn)
+
+    def add_token_callback(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(token)`` for every token read from now on."""
+        self._token_callbacks.append(fn)
+
+    def _take(self, token: str) -> None:
+        self._tokens.append(token)
+        self.response += token
+        for fn in self._token_callbacks:
+            fn(token)
+
+    def _finish(self) -> None:
+        if self.is_done:
+            return
+        self.is_done = True
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for fn in callbacks:
+            fn(self.response)
+
+    @property
+    def response_gen(self) -> Iterator[str]:
+        """Tokens, from the first, read synchronously."""
+        yield from list(self._tokens)
+        source = self._source
+        if self.is_done or source is None:
+            return
+        while True:
+            try:
+                if isinstance(source, Iterator):
+                    token = next(source)
+                else:
+                    token = _sync.next_on(self._loop, source)
+            except StopIteration:
+                self._finish()
+                return
+            self._take(token)
+            yield token
+
+    async def async_response_gen(self) -> AsyncIterator[str]:
+        """Tokens, from the first, read asynchronously."""
+        for token in list(self._tokens):
+            yield token
+        source = self._source
+        if self.is_done or source is None:
+            return
+        while True:
+            try:
+                if isinstance(source, Iterator):
+                    token = next(source)
+                else:
+                    token = await _sync.anext_on(self._loop, source)
+            except (StopIteration, StopAsyncIteration):
+                self._finish()
+                return
+            self._take(token)
+            yield token
+
+    def get_response(self) -> AgentChatResponse:
+        """Read to the end and return the plain response."""
+        for _ in self.response_gen:
+            pass
+        return AgentChatResponse(response=self.response, sources=self.sources)
+
+    async def aget_response(self) -> AgentChatResponse:
+        async for _ in self.async_response_gen():
+            pass
+        return AgentChatResponse(response=self.response, sources=self.sources)
+
+    def print_response_stream(self) -> None:
+        for token in self.response_gen:
+            print(token, end="", flush=True)
+        print()
+
+    def __str__(self) -> str:
+        if not self.is_done:
+            self.get_response()
+        return self.response
+
+    def __repr__(self) -> str:
+        state = "done" if self.is_done else "streaming"
+        return f"StreamingAgentChatResponse({state}, response={_short(self.response)!r})"
+
+
+def _short(text: str | None, n: int = 60) -> str:
+    text = text or ""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+AGENT_CHAT_RESPONSE_TYPE = AgentChatResponse | StreamingAgentChatResponse
+
+
+def user_message(text: str) -> ChatMessage:
+    return ChatMessage(role=MessageRole.USER, content=text)

@@ -1,0 +1,262 @@
+"""Tools: Python functions a model may call, with a JSON schema taken from the signature.
+
+A tool never crashes a run: an unknown name, arguments that do not fit the schema and an
+exception inside the tool all become ``ToolOutput(is_error=True)``, which the model sees as
+an observation and can correct.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from nbagent.messages import ToolOutput, ToolSelection
+
+__all__ = ["ToolMetadata", "FunctionTool", "call_tool", "acall_tool", "tools_by_name"]
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
+class ToolMetadata(BaseModel):
+    """What the model is told about a tool."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    description: str
+    fn_schema: type[BaseModel] | None = None
+    return_direct: bool = False
+
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments."""
+        if self.fn_schema is None:
+            return {"type": "object", "properties": {}}
+        schema = self.fn_schema.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        """The tool in the OpenAI ``tools=[...]`` format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters(),
+            },
+        }
+
+
+def _doc_params(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its summary and per-parameter descriptions.
+
+    Understands Google style (``x: text`` / ``x (int): text`` under Args:) and Sphinx style
+    (``:param x: text``).
+    """
+    params: dict[str, str] = {}
+    summary_lines: list[str] = []
+    in_args = False
+    for raw in doc.splitlines():
+        line = raw.strip()
+        m = re.match(r":param\s+(?:\w+\s+)?(\w+):\s*(.*)", line)
+        if m:
+            params[m.group(1)] = m.group(2)
+            continue
+        if re.match(r"^(Args|Arguments|Parameters):\s*$", line):
+            in_args = True
+            continue
+        if re.match(r"^(Returns|Raises|Yields|Examples?):\s*$", line):
+            in_args = False
+            continue
+        if in_args:
+            m = re.match(r"(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)", line)
+            if m:
+                params[m.group(1)] = m.group(2)
+            continue
+        if not line.startswith(":"):
+            summary_lines.append(line)
+    summary = " ".join(" ".join(summary_lines).split())
+    return summary, params
+
+
+def _schema_from_signature(fn: Callable[..., Any], name: str, doc_params: dict[str, str]) -> type[BaseModel]:
+    sig = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        hints = {}
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(pname, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, Field(default, description=doc_params.get(pname)))
+    model_name = "".join(p.capitalize() for p in re.split(r"[^A-Za-z0-9]", name) if p) or "Tool"
+    return create_model(f"{model_name}Args", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+class FunctionTool:
+    """A tool backed by a Python function (sync or async)."""
+
+    def __init__(self, fn: Callable[..., Any], metadata: ToolMetadata) -> None:
+        self.fn = fn
+        self.metadata = metadata
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    @classmethod
+    def from_defaults(
+        cls,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        description: str | None = None,
+        return_direct: bool = False,
+        fn_schema: type[BaseModel] | None = None,
+    ) -> FunctionTool:
+        """Build a tool; name, description and schema default to the function's own."""
+        if not callable(fn):
+            raise TypeError(f"FunctionTool needs a callable, got {type(fn).__name__}: {fn!r}")
+        name = name or getattr(fn, "__name__", None)
+        if not name or not _NAME_RE.match(name):
+            raise ValueError(
+                f"tool name {name!r} is not allowed: use 1-64 letters, digits, '_' or '-', "
+                "starting with a letter or '_' (pass name=...)"
+            )
+        summary, params = _doc_params(inspect.getdoc(fn) or "")
+        if fn_schema is None:
+            fn_schema = _schema_from_signature(fn, name, params)
+        if description is None:
+            description = summary or f"{name}{inspect.signature(fn)}"
+        meta = ToolMetadata(
+            name=name, description=description, fn_schema=fn_schema, return_direct=return_direct
+        )
+        return cls(fn, meta)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def return_direct(self) -> bool:
+        return self.metadata.return_direct
+
+    def _validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.metadata.fn_schema is None:
+            return kwargs
+        model = self.metadata.fn_schema.model_validate(kwargs)
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    def _output(self, kwargs: dict[str, Any], raw: Any) -> ToolOutput:
+        if isinstance(raw, ToolOutput):
+            return raw
+        if isinstance(raw, BaseModel):
+            content = raw.model_dump_json()
+        elif isinstance(raw, (dict, list)):
+            try:
+                content = json.dumps(raw, ensure_ascii=False, default=str)
+            except (TypeError, ValueError):
+                content = str(raw)
+        else:
+            content = str(raw)
+        return ToolOutput(content=content, tool_name=self.name, raw_input=kwargs, raw_output=raw)
+
+    def _error(self, kwargs: dict[str, Any], message: str) -> ToolOutput:
+        return ToolOutput(
+            content=f"Error: {message}", tool_name=self.name, raw_input=kwargs, is_error=True
+        )
+
+    async def acall(self, **kwargs: Any) -> ToolOutput:
+        """Call the tool; any failure becomes an error ``ToolOutput``."""
+        try:
+            args = self._validate(kwargs)
+        except ValidationError as e:
+            return self._error(kwargs, _validation_message(self, e))
+        try:
+            raw = await self.fn(**args) if self.is_async else self.fn(**args)
+        except Exception as e:  # the model sees the error and may try again
+            return self._error(kwargs, f"{type(e).__name__}: {e}")
+        return self._output(kwargs, raw)
+
+    def call(self, **kwargs: Any) -> ToolOutput:
+        from nbagent._sync import run_sync
+
+        return run_sync(self.acall(**kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (not wrapped)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        flag = ", return_direct=True" if self.return_direct else ""
+        return f"FunctionTool(name={self.name!r}{flag})"
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import tool_html
+
+        return tool_html(self)
+
+
+def _validation_message(tool: FunctionTool, err: ValidationError) -> str:
+    problems = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"
+        problems.append(f"{loc}: {e['msg']}")
+    schema = json.dumps(tool.metadata.parameters().get("properties", {}), ensure_ascii=False)
+    return (
+        f"invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
+        + f". Expected arguments: {schema}"
+    )
+
+
+def tools_by_name(tools: Sequence[FunctionTool]) -> dict[str, FunctionTool]:
+    """Index tools by name; two tools with one name is an error."""
+    out: dict[str, FunctionTool] = {}
+    for t in tools:
+        if not isinstance(t, FunctionTool):
+            raise TypeError(
+                f"tools must be FunctionTool objects (or plain functions where accepted), "
+                f"got {type(t).__name__}: {t!r}"
+            )
+        if t.name in out:
+            raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
+        out[t.name] = t
+    return out
+
+
+def as_tools(tools: Sequence[FunctionTool | Callable[..., Any]] | None) -> list[FunctionTool]:
+    """Accept FunctionTools and plain functions alike."""
+    out = []
+    for t in tools or []:
+        out.append(t if isinstance(t, FunctionTool) else FunctionTool.from_defaults(t))
+    tools_by_name(out)
+    return out
+
+
+async def acall_tool(tools: dict[str, FunctionTool], selection: ToolSelection) -> ToolOutput:
+    """Run the tool a model selected; an unknown name is an error observation."""
+    tool = tools.get(selection.tool_name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "(none)"
+        out = ToolOutput(
+            content=f"Error: there is no tool named {selection.tool_name!r}. Available tools: {known}",
+            tool_name=selection.tool_name,
+            raw_input=selection.tool_kwargs,
+            is_error=True,
+        )
+    else:
+        out = await tool.acall(**selection.tool_kwargs)
+    out.tool_call_id = selection.tool_id
+    return out
+
+
+def call_tool(tools: dict[str, FunctionTool], selection: ToolSelection) -> ToolOutput:
+    from nbagent._sync import run_sync
+
+    return run_sync(acall_tool(tools, selection))

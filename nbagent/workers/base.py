@@ -1,0 +1,87 @@
+"""BaseAgentWorker: turns one TaskStep into a TaskStepOutput and keeps no state of its own.
+
+Implement ``initialize_step`` and one of ``arun_step`` / ``run_step``; the other is derived.
+Streaming defaults to the non-streaming path. Everything a worker needs between steps travels
+in ``task.extra_state``, ``step.step_state`` and ``task.scratch_memory``; the runner
+snapshots those before each step, which is what makes undo and safe retries work.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from nbagent import _sync
+from nbagent.schema import Task, TaskStep, TaskStepOutput
+
+if TYPE_CHECKING:
+    from nbagent.runner.base import AgentRunner
+
+__all__ = ["BaseAgentWorker"]
+
+
+class BaseAgentWorker(ABC):
+    """The reference API's agent worker."""
+
+    @abstractmethod
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        """The first step of a new task."""
+
+    def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """Run one step (sync). Derived from ``arun_step`` unless overridden."""
+        if type(self).arun_step is BaseAgentWorker.arun_step:
+            raise NotImplementedError(
+                f"{type(self).__name__} must implement run_step or arun_step"
+            )
+        return _sync.run_sync(self.arun_step(step, task, **kwargs))
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """Run one step (async). Derived from ``run_step`` unless overridden."""
+        if type(self).run_step is BaseAgentWorker.run_step:
+            raise NotImplementedError(
+                f"{type(self).__name__} must implement run_step or arun_step"
+            )
+        return self.run_step(step, task, **kwargs)
+
+    def stream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """Run one step, streaming the answer if it is the last one."""
+        if type(self).astream_step is BaseAgentWorker.astream_step:
+            return self.run_step(step, task, **kwargs)
+        return _sync.run_sync(self.astream_step(step, task, **kwargs))
+
+    async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """Async streaming step; by default the same as ``arun_step``."""
+        if type(self).stream_step is not BaseAgentWorker.stream_step:
+            return self.stream_step(step, task, **kwargs)
+        return await self.arun_step(step, task, **kwargs)
+
+    def finalize_task(self, task: Task, **kwargs: Any) -> None:
+        """Hook run once when the task is finalized (the runner merges memory itself)."""
+
+    def set_callback_manager(self, callback_manager: Any) -> None:
+        """Accepted for compatibility with the reference API; events replace callbacks."""
+
+    def as_agent(self, **kwargs: Any) -> AgentRunner:
+        """This worker inside a new AgentRunner."""
+        from nbagent.runner.base import AgentRunner
+
+        return AgentRunner(self, **kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        """What the views show about this worker: kind, model, tools, limits."""
+        info: dict[str, Any] = {"kind": type(self).__name__}
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            info["model"] = getattr(llm, "model", type(llm).__name__)
+        tools = getattr(self, "tools", None)
+        if tools:
+            info["tools"] = [getattr(t, "name", str(t)) for t in tools]
+        for limit in ("max_iterations", "max_steps"):
+            if getattr(self, limit, None) is not None:
+                info[limit] = getattr(self, limit)
+        return info
+
+    def _repr_html_(self) -> str:
+        from nbagent.viz.html import worker_html
+
+        return worker_html(self)

@@ -1,0 +1,118 @@
+"""CustomSimpleAgentWorker: write an agent as three methods over one state dict.
+
+``_initialize_state`` returns the task's starting state, ``_run_step`` (or ``_arun_step``)
+returns ``(response, is_done)`` for one step, ``_finalize_task`` cleans up. The keys
+``memory`` (this task's new messages) and ``sources`` (tool outputs) are provided and
+reserved.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from nbagent.runner.snapshot import AppendLog
+from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
+from nbagent.tools import FunctionTool, as_tools
+from nbagent.workers.base import BaseAgentWorker
+
+__all__ = ["CustomSimpleAgentWorker", "RESERVED_STATE_KEYS"]
+
+RESERVED_STATE_KEYS = ("memory", "sources")
+
+
+class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
+    """Base for simple sequential agents; subclass and implement the three methods."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    tools: Sequence[Any] = Field(default_factory=list, description="Tools the agent may use")
+    llm: Any = Field(default=None, description="The model (an nbagent LLM)")
+    tool_retriever: Any = Field(default=None, description="Object with retrieve(text) -> tools")
+    verbose: bool = Field(default=False, description="Print each step")
+    _get_tools: Callable[[str], Sequence[FunctionTool]] = PrivateAttr()
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.tools and self.tool_retriever is not None:
+            raise ValueError("pass either tools or tool_retriever, not both")
+        self.tools = as_tools(self.tools)
+        if self.tool_retriever is not None:
+            retriever = self.tool_retriever
+            self._get_tools = lambda text: as_tools(retriever.retrieve(text))
+        else:
+            tools = list(self.tools)
+            self._get_tools = lambda _: tools
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Sequence[Any] | None = None,
+        tool_retriever: Any = None,
+        llm: Any = None,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> CustomSimpleAgentWorker:
+        kwargs.pop("callback_manager", None)
+        return cls(tools=list(tools or []), tool_retriever=tool_retriever, llm=llm, verbose=verbose, **kwargs)
+
+    def get_tools(self, input: str) -> list[FunctionTool]:
+        return list(self._get_tools(input))
+
+    @abstractmethod
+    def _initialize_state(self, task: Task, **kwargs: Any) -> dict[str, Any]:
+        """The task's starting state (must not use the reserved keys)."""
+
+    def _run_step(
+        self, state: dict[str, Any], task: Task, input: str | None = None
+    ) -> tuple[AgentChatResponse, bool]:
+        """One step: return ``(response, is_done)``. Implement this or ``_arun_step``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _run_step or _arun_step")
+
+    async def _arun_step(
+        self, state: dict[str, Any], task: Task, input: str | None = None
+    ) -> tuple[AgentChatResponse, bool]:
+        """Async step; by default calls ``_run_step``."""
+        return self._run_step(state, task, input=input)
+
+    @abstractmethod
+    def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+        """Clean up when the task is finalized."""
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        state = self._initialize_state(task, **kwargs)
+        if not isinstance(state, dict):
+            raise TypeError(f"_initialize_state must return a dict, got {type(state).__name__}")
+        clash = sorted(set(state) & set(RESERVED_STATE_KEYS))
+        if clash:
+            raise ValueError(
+                f"_initialize_state returned reserved key(s) {clash}; the keys "
+                f"{list(RESERVED_STATE_KEYS)} are provided by the worker, use other names"
+            )
+        state["memory"] = task.scratch_memory
+        state["sources"] = AppendLog()
+        return TaskStep(task_id=task.task_id, input=task.input, step_state=state)
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        if type(self)._arun_step is CustomSimpleAgentWorker._arun_step:
+            result = self._run_step(step.step_state, task, input=step.input)
+        else:
+            result = await self._arun_step(step.step_state, task, input=step.input)
+        if inspect.isawaitable(result):
+            result = await result
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(
+                f"{type(self).__name__}._run_step must return (response, is_done), got {result!r}"
+            )
+        response, is_done = result
+        if not isinstance(response, AgentChatResponse):
+            response = AgentChatResponse(response=str(response))
+        task.extra_state.update(step.step_state)
+        next_steps = [] if is_done else [step.get_next_step(input=None)]
+        return TaskStepOutput(output=response, task_step=step, next_steps=next_steps, is_last=bool(is_done))
+
+    def finalize_task(self, task: Task, **kwargs: Any) -> None:
+        self._finalize_task(task.extra_state, **kwargs)
