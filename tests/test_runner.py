@@ -393,3 +393,16 @@ def test_as_agent_and_worker_type_check() -> None:
     assert isinstance(runner.chat("x"), AgentChatResponse)
     with pytest.raises(TypeError, match="BaseAgentWorker"):
         AgentRunner(object())  # type: ignore[arg-type]
+
+
+def test_values_shared_by_extra_state_and_step_state_stay_shared_after_rollback() -> None:
+    runner = make(target=5, fail_on={3})
+    task = runner.create_task("go")
+    runner.run_step(task)
+    runner.run_step(task)
+    with pytest.raises(ValueError):
+        runner.run_step(task)
+    step = runner.get_upcoming_steps(task)[0]
+    assert step.step_state["seen_inputs"] is task.extra_state["seen_inputs"]
+    assert step.step_state["sources"] is task.extra_state["sources"]
+    assert list(task.extra_state["seen_inputs"]) == ["go", None]

@@ -52,7 +52,7 @@ _Snap = tuple[Any, Any, int]  # (object, token, kind)
 _KEEP, _SELF, _COPY = 0, 1, 2
 
 
-def _snap_value(value: Any) -> _Snap:
+def _snap_value(value: Any, memo: dict[int, Any]) -> _Snap:
     if isinstance(value, _IMMUTABLE):
         return (value, None, _KEEP)
     snap = getattr(value, "snapshot", None)
@@ -60,26 +60,36 @@ def _snap_value(value: Any) -> _Snap:
         return (value, snap(), _SELF)
     if isinstance(value, tuple) and all(isinstance(v, _IMMUTABLE) for v in value):
         return (value, None, _KEEP)
-    return (copy.deepcopy(value), None, _COPY)
+    return (copy.deepcopy(value, memo), None, _COPY)
 
 
-def _restore_value(s: _Snap) -> Any:
+def _restore_value(s: _Snap, memo: dict[int, Any]) -> Any:
     value, token, kind = s
     if kind == _SELF:
         value.restore(token)
         return value
     if kind == _COPY:
-        return copy.deepcopy(value)  # keep the snapshot itself pristine for a later restore
+        return copy.deepcopy(value, memo)  # keep the snapshot pristine for a later restore
     return value
 
 
-def snapshot_dict(d: dict[str, Any]) -> dict[str, _Snap]:
-    """Snapshot every value of a state dict."""
-    return {k: _snap_value(v) for k, v in d.items()}
+def snapshot_dict(d: dict[str, Any], memo: dict[int, Any] | None = None) -> dict[str, _Snap]:
+    """Snapshot every value of a state dict.
+
+    Pass one ``memo`` for several dicts taken together: a value they share stays shared.
+    """
+    memo = {} if memo is None else memo
+    return {k: _snap_value(v, memo) for k, v in d.items()}
 
 
-def restore_dict(d: dict[str, Any], snap: dict[str, _Snap]) -> None:
-    """Put a state dict back as it was, in place (other holders of the dict see it too)."""
+def restore_dict(
+    d: dict[str, Any], snap: dict[str, _Snap], memo: dict[int, Any] | None = None
+) -> None:
+    """Put a state dict back as it was, in place (other holders of the dict see it too).
+
+    Pass one ``memo`` when restoring several dicts snapshotted together.
+    """
+    memo = {} if memo is None else memo
     d.clear()
     for k, s in snap.items():
-        d[k] = _restore_value(s)
+        d[k] = _restore_value(s, memo)

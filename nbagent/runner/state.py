@@ -147,13 +147,14 @@ class TaskState:
     # ----- snapshots ---------------------------------------------------------------------
     def snapshot(self, step: TaskStep) -> StepSnapshot:
         extra = self.task.extra_state
+        memo: dict[int, Any] = {}  # values shared by the two dicts stay shared
         return StepSnapshot(
             step_id=step.step_id,
             step_input=step.input,
             queue=tuple(self.step_queue),
             completed_len=len(self.completed_steps),
-            extra_state=snapshot_dict(extra) if extra else {},
-            step_state=snapshot_dict(step.step_state)
+            extra_state=snapshot_dict(extra, memo) if extra else {},
+            step_state=snapshot_dict(step.step_state, memo)
             if step.step_state and step.step_state is not extra
             else {},
             scratch=self.task.scratch_memory.snapshot(),
@@ -163,10 +164,11 @@ class TaskState:
         """Put back what the step may have changed."""
         step = self.steps[snap.step_id]
         step.input = snap.step_input
+        memo: dict[int, Any] = {}
         if snap.extra_state or self.task.extra_state:
-            restore_dict(self.task.extra_state, snap.extra_state)
+            restore_dict(self.task.extra_state, snap.extra_state, memo)
         if snap.step_state:
-            restore_dict(step.step_state, snap.step_state)
+            restore_dict(step.step_state, snap.step_state, memo)
         self.task.scratch_memory.restore(snap.scratch)
         self.step_queue = deque(snap.queue)
         del self.completed_steps[snap.completed_len :]
