@@ -6,21 +6,27 @@ stored outputs (and nbval) stay stable.
 
 from __future__ import annotations
 
+import os
 import random
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = ["new_id", "seed_ids", "seeded_ids"]
 
 _rng: random.Random | None = None
+_CLEAR_VERSION = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)
+_VERSION_4 = (0x4 << 76) | (0x2 << 62)
 
 
 def new_id() -> str:
     """Return a new id: a random uuid4, or the next one of the seeded sequence."""
     if _rng is None:
-        return str(uuid.uuid4())
-    return str(uuid.UUID(int=_rng.getrandbits(128), version=4))
+        n = int.from_bytes(os.urandom(16), "big")
+    else:
+        n = _rng.getrandbits(128)
+    n = (n & _CLEAR_VERSION) | _VERSION_4  # RFC 4122 version 4, variant 1
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def seed_ids(seed: int | None) -> None:

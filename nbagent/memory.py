@@ -50,6 +50,7 @@ class ChatMemoryBuffer:
         self.tokenizer_fn: Callable[[str], int] = tokenizer_fn or count_tokens
         self._messages: list[ChatMessage] = []
         self._counts: list[int] = []
+        self._last_snapshot: MemorySnapshot | None = None
         if chat_history:
             self.set(chat_history)
 
@@ -123,7 +124,10 @@ class ChatMemoryBuffer:
 
     def snapshot(self) -> MemorySnapshot:
         """An O(1) marker of the current content (see the module docstring)."""
-        return (self._messages, self._counts, len(self._messages))
+        snap = self._last_snapshot
+        if snap is None or snap[0] is not self._messages or snap[2] != len(self._messages):
+            snap = self._last_snapshot = (self._messages, self._counts, len(self._messages))
+        return snap  # unchanged since the last snapshot: the same (shared) tuple
 
     def restore(self, snap: MemorySnapshot) -> None:
         """Go back to a snapshot taken earlier."""

@@ -7,13 +7,15 @@ serialise those links as lists of step ids, so a DAG of steps dumps to JSON with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
     field_serializer,
     model_validator,
@@ -36,6 +38,57 @@ __all__ = [
     "ToolOutput",
     "TokenUsage",
 ]
+
+
+class _SharedFieldsSet(set[str]):
+    """A fields-set shared by many model instances; copied before any instance changes it."""
+
+
+_FIELDS_SETS: dict[tuple[type, frozenset[str]], _SharedFieldsSet] = {}
+
+
+class _LeanModel(BaseModel):
+    """A model whose instances share pydantic's record of explicitly set fields.
+
+    Steps and step outputs are kept for the whole life of a task (thousands of them); a
+    private set per instance is a few hundred bytes each for information that is nearly
+    always the same. Assigning an attribute gives the instance its own copy first.
+    """
+
+    def model_post_init(self, __context: Any) -> None:
+        fs = self.__pydantic_fields_set__
+        key = (type(self), frozenset(fs))
+        shared = _FIELDS_SETS.get(key)
+        if shared is None:
+            shared = _FIELDS_SETS.setdefault(key, _SharedFieldsSet(fs))
+        object.__setattr__(self, "__pydantic_fields_set__", shared)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if type(self.__pydantic_fields_set__) is _SharedFieldsSet:
+            object.__setattr__(self, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        super().__setattr__(name, value)
+
+
+def _same_dict(value: Any) -> dict[str, Any]:
+    """Accept a dict as it is (no copy: state is carried forward by reference, as in the
+    reference API, and the runner's snapshots take care of undo)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"step_state must be a dict, got {type(value).__name__}")
+    return value
+
+
+def _same_steps(value: Any) -> list[TaskStep]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, TaskStep) for s in value):
+        raise TypeError(f"next_steps must be a list of TaskStep, got {value!r}")
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _same_tool_outputs(value: Any) -> Sequence[ToolOutput]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"tool_outputs must be a list of ToolOutput, got {type(value).__name__}")
+    return [v if isinstance(v, ToolOutput) else ToolOutput.model_validate(v) for v in value] if any(
+        not isinstance(v, ToolOutput) for v in value
+    ) else value
 
 
 class Task(BaseModel):
@@ -68,7 +121,14 @@ class Task(BaseModel):
         return task_html(self)
 
 
-class TaskStep(BaseModel):
+# Links loaded as ids, waiting for ``resolve_links``; kept outside the model so that a step
+# carries no per-instance private storage (steps are the most numerous objects).
+_PENDING_LINKS: weakref.WeakKeyDictionary[TaskStep, tuple[list[str], list[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class TaskStep(_LeanModel):
     """One step of a task: the input a worker turns into a ``TaskStepOutput``.
 
     Links to other steps live in ``next_steps`` / ``prev_steps`` (by id when serialised).
@@ -77,11 +137,10 @@ class TaskStep(BaseModel):
     task_id: str
     step_id: str = Field(default_factory=new_id)
     input: str | None = Field(default=None, description="Input of this step (user or injected).")
-    step_state: dict[str, Any] = Field(default_factory=dict)
+    step_state: Annotated[dict[str, Any], PlainValidator(_same_dict)] = Field(default_factory=dict)
     next_steps: dict[str, TaskStep] = Field(default_factory=dict)
     prev_steps: dict[str, TaskStep] = Field(default_factory=dict)
     is_ready: bool = Field(default=True, description="False until the runner may run it.")
-    _pending_links: tuple[list[str], list[str]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -97,7 +156,7 @@ class TaskStep(BaseModel):
             pending = (list(nxt or []), list(prv or []))
         step: TaskStep = handler(data)
         if pending is not None:
-            step._pending_links = pending
+            _PENDING_LINKS[step] = pending
         return step
 
     @field_serializer("next_steps", "prev_steps")
@@ -130,15 +189,16 @@ class TaskStep(BaseModel):
 
     def resolve_links(self, registry: dict[str, TaskStep]) -> None:
         """Turn links loaded as ids back into step objects, from a registry of steps by id."""
-        if self._pending_links is None:
+        pending = _PENDING_LINKS.get(self)
+        if pending is None:
             return
-        nxt, prv = self._pending_links
+        nxt, prv = pending
         missing = [i for i in [*nxt, *prv] if i not in registry]
         if missing:
             raise ValueError(f"step {self.step_id!r} links to unknown step ids {missing}")
         self.next_steps = {i: registry[i] for i in nxt}
         self.prev_steps = {i: registry[i] for i in prv}
-        self._pending_links = None
+        del _PENDING_LINKS[self]
 
     def __repr_args__(self) -> Any:
         for name in ("task_id", "step_id", "input", "is_ready"):
@@ -183,7 +243,7 @@ class AgentChatResponse(BaseModel):
         return chat_response_html(self)
 
 
-class TaskStepOutput(BaseModel):
+class TaskStepOutput(_LeanModel):
     """What a worker made of one step: its output, the steps that follow, whether it is last.
 
     The runner fills ``latency_s`` and ``usage`` (tokens of the model calls made in the step).
@@ -193,10 +253,12 @@ class TaskStepOutput(BaseModel):
 
     output: Any = Field(description="The step's output; on the last step an agent response.")
     task_step: TaskStep
-    next_steps: list[TaskStep] = Field(default_factory=list)
+    next_steps: Annotated[list[TaskStep], PlainValidator(_same_steps)] = Field(default_factory=list)
     is_last: bool = False
     reasoning: str | None = Field(default=None, description="The model's thought, if any.")
-    tool_outputs: list[ToolOutput] = Field(default_factory=list, description="Calls made.")
+    tool_outputs: Annotated[Sequence[ToolOutput], PlainValidator(_same_tool_outputs)] = Field(
+        default=(), description="The tool calls made in this step, with their outputs."
+    )
     latency_s: float | None = None
     usage: TokenUsage | None = None
 

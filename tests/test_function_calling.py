@@ -408,3 +408,38 @@ def test_sources_are_tool_outputs() -> None:
     response = runner.chat("go")
     assert all(isinstance(s, ToolOutput) for s in response.sources)
     assert response.sources[0].tool_call_id is not None
+
+
+# ----- over real HTTP: OpenAIAgentWorker against the loopback OpenAI-compatible server ---------
+
+
+def test_openai_worker_end_to_end_over_http() -> None:
+    pytest.importorskip("openai")
+    from tests.openai_server import serve
+
+    replies: list[Any] = [
+        {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}, "id": "call_a"}]},
+        "The sum is 5.",
+        {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}, "id": "call_b"}]},
+        "Then 2, streamed.",
+    ]
+    with serve(replies) as server:
+        worker = OpenAIAgentWorker.from_tools(
+            [add], model="fake-model", base_url=server.base_url, api_key="sk-test"
+        )
+        runner = AgentRunner(worker)
+        try:
+            assert runner.chat("2+3?", tool_choice="add").response == "The sum is 5."
+            streamed = runner.stream_chat("and 1+1?")
+            tokens = list(streamed.response_gen)
+        finally:
+            worker.llm.close()
+        bodies = server.requests
+    assert bodies[0]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    assert bodies[1]["tool_choice"] == "auto"
+    assert bodies[1]["messages"][1]["tool_calls"][0]["id"] == "call_a"
+    assert bodies[1]["messages"][2] == {"role": "tool", "tool_call_id": "call_a", "content": "5"}
+    assert bodies[2]["messages"][-1] == {"role": "user", "content": "and 1+1?"}
+    assert bodies[3]["stream"] is True and bodies[3]["messages"][-1]["tool_call_id"] == "call_b"
+    assert "".join(tokens) == "Then 2, streamed." and len(tokens) > 1
+    assert roles(runner.memory.get_all()) == ["user", "assistant", "tool", "assistant"] * 2

@@ -296,9 +296,11 @@ class AgentRunner:
             _reset_current(token)
         latency = time.perf_counter() - start
         state.running.discard(step.step_id)
-        output.latency_s = latency
+        # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
+        # would add a few hundred bytes to every retained output
+        output.__dict__["latency_s"] = latency
         if ctx.usage is not None:
-            output.usage = ctx.usage
+            output.__dict__["usage"] = ctx.usage
         state.complete(step, output, snap)
         if self.events.active:
             self.events.emit(

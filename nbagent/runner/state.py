@@ -18,6 +18,8 @@ from nbagent.memory import MemorySnapshot
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 
+_NO_STATE: dict[str, Any] = {}  # shared by every snapshot of an empty state; never written
+
 __all__ = ["TaskState", "TaskStatus", "StepStatus", "StepFailure", "StepSnapshot"]
 
 
@@ -58,14 +60,16 @@ class StepFailure:
 
 @dataclass(slots=True)
 class StepSnapshot:
-    """What a step may change, taken just before it ran."""
+    """What a step may change, taken just before it ran.
+
+    Completed outputs are not in it: a step only adds its own output, and only on success.
+    """
 
     step_id: str
     step_input: str | None
-    queue: tuple[TaskStep, ...]
-    completed_len: int
-    extra_state: dict[str, Any]
-    step_state: dict[str, Any]
+    queue: tuple[TaskStep, ...] | None  # None: the queue held just this step
+    extra_state: dict[str, Any] | tuple[Any, ...]
+    step_state: dict[str, Any] | tuple[Any, ...]
     scratch: MemorySnapshot
 
 
@@ -151,12 +155,13 @@ class TaskState:
         return StepSnapshot(
             step_id=step.step_id,
             step_input=step.input,
-            queue=tuple(self.step_queue),
-            completed_len=len(self.completed_steps),
-            extra_state=snapshot_dict(extra, memo) if extra else {},
+            queue=None
+            if len(self.step_queue) == 1 and self.step_queue[0] is step
+            else tuple(self.step_queue),
+            extra_state=snapshot_dict(extra, memo) if extra else _NO_STATE,
             step_state=snapshot_dict(step.step_state, memo)
             if step.step_state and step.step_state is not extra
-            else {},
+            else _NO_STATE,
             scratch=self.task.scratch_memory.snapshot(),
         )
 
@@ -170,8 +175,7 @@ class TaskState:
         if snap.step_state:
             restore_dict(step.step_state, snap.step_state, memo)
         self.task.scratch_memory.restore(snap.scratch)
-        self.step_queue = deque(snap.queue)
-        del self.completed_steps[snap.completed_len :]
+        self.step_queue = deque((step,) if snap.queue is None else snap.queue)
 
     def record_failure(self, step: TaskStep, error: BaseException) -> StepFailure:
         attempt = 1 + sum(1 for f in self.failures if f.step_id == step.step_id)
@@ -210,5 +214,9 @@ class TaskState:
             self.undone_edges.append((step.step_id, nxt.step_id))
             self.undone_ids.add(nxt.step_id)
         self.restore(snap)
+        if self.completed_steps and self.completed_steps[-1] is output:
+            self.completed_steps.pop()
+        else:  # another step finished after it (parallel runs)
+            self.completed_steps = [o for o in self.completed_steps if o is not output]
         self.undone_outputs.append(output)
         return output, snap

@@ -1,0 +1,440 @@
+"""FunctionCallingAgentWorker: an agent for models with a tools API (OpenAI-style tool calls).
+
+Each step sends one request: the optional system prompt, the runner's history, then this
+task's own messages (``task.scratch_memory``). A reply with tool calls runs the tools
+(concurrently by default), appends the assistant's call message and one ``role=tool`` reply
+per call to the scratch memory, and queues another step. A reply without tool calls is the
+answer.
+
+State between steps lives in ``task.extra_state`` under two keys:
+
+- ``"sources"``: an ``AppendLog`` of every ``ToolOutput`` of the task (O(1) snapshots);
+- ``"function_calls"``: how many tool calls have run so far.
+
+Rules worth knowing (each is tested):
+
+- ``max_function_calls`` caps the tool calls that run in one task. Once that many have run,
+  the next request is sent with ``tool_choice="none"`` so the model must answer. Calls of one
+  reply that go past the cap are not run; the model sees an error observation for each. If
+  the model calls tools anyway after ``"none"``, those calls are not run and the reply's text
+  is the answer; the calls are listed in the response's ``metadata["unexecuted_tool_calls"]``.
+- ``return_direct``: when a tool with ``return_direct=True`` succeeds, its output is the
+  answer and the task ends. If several did in one reply, the first in call order wins. The
+  answer is also stored as an assistant message, so the next turn's history reads naturally.
+- Streaming: the first text delta that arrives before any tool call makes the step the last
+  one, and the rest of the reply streams to the caller. If such a reply ends with tool calls
+  too, they cannot run any more (the answer is already out): they are listed in
+  ``metadata["unexecuted_tool_calls"]`` of the streamed response, kept in the assistant
+  message's ``additional_kwargs`` and logged as a warning; the stored assistant message
+  carries the text only, so the history stays a valid OpenAI transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from nbagent.llms.base import ChatResponse
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.runner.snapshot import AppendLog
+from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
+from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
+from nbagent.workers.base import BaseAgentWorker
+
+__all__ = [
+    "FunctionCallingAgentWorker",
+    "OpenAIAgentWorker",
+    "SOURCES_KEY",
+    "CALLS_KEY",
+    "UNEXECUTED_KEY",
+]
+
+log = logging.getLogger("nbagent.workers.function_calling")
+
+SOURCES_KEY = "sources"
+CALLS_KEY = "function_calls"
+#: Metadata key listing tool calls a reply asked for that were not run (see module docstring).
+UNEXECUTED_KEY = "unexecuted_tool_calls"
+_FIRST = "is_first"
+_CHOICE_KEYWORDS = ("auto", "none", "required")
+
+
+class FunctionCallingAgentWorker(BaseAgentWorker):
+    """Calls tools through the model's tools API until the model answers in text."""
+
+    def __init__(
+        self,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None,
+        llm: Any,
+        max_function_calls: int | None = 10,
+        allow_parallel_tool_calls: bool = True,
+        system_prompt: str | None = None,
+        verbose: bool = False,
+        tool_retriever: Any = None,
+    ) -> None:
+        if llm is None:
+            raise ValueError(
+                f"{type(self).__name__} needs llm=... : a function-calling model such as "
+                "OpenAILLM(model=...) or, offline, ScriptedLLM([...])"
+            )
+        if not getattr(llm, "is_function_calling_model", False):
+            raise ValueError(
+                f"{type(self).__name__} needs a model with a tools API, but "
+                f"{llm!r} has is_function_calling_model=False; use ReActAgentWorker (it "
+                "works with any chat model), or a model that supports tool calls"
+            )
+        if max_function_calls is not None and (
+            isinstance(max_function_calls, bool)
+            or not isinstance(max_function_calls, int)
+            or max_function_calls < 0
+        ):
+            raise ValueError(
+                f"max_function_calls must be an int >= 0 or None (no limit), "
+                f"got {max_function_calls!r}"
+            )
+        if tools and tool_retriever is not None:
+            raise ValueError("pass either tools or tool_retriever, not both")
+        if tool_retriever is not None and not (
+            hasattr(tool_retriever, "retrieve") or hasattr(tool_retriever, "aretrieve")
+        ):
+            raise TypeError(
+                "tool_retriever must have retrieve(text) -> tools (or async aretrieve), got "
+                f"{type(tool_retriever).__name__}"
+            )
+        self.tools: list[FunctionTool] = as_tools(tools)
+        self.llm = llm
+        self.max_function_calls = max_function_calls
+        self.allow_parallel_tool_calls = allow_parallel_tool_calls
+        self.system_prompt = system_prompt
+        self.verbose = verbose
+        self.tool_retriever = tool_retriever
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None = None,
+        llm: Any = None,
+        **kwargs: Any,
+    ) -> FunctionCallingAgentWorker:
+        """Build the worker the way the reference API does (``callback_manager`` is ignored)."""
+        kwargs.pop("callback_manager", None)
+        return cls(tools=list(tools or []), llm=llm, **kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        info["max_function_calls"] = self.max_function_calls
+        info["allow_parallel_tool_calls"] = self.allow_parallel_tool_calls
+        if self.tool_retriever is not None:
+            info["tool_retriever"] = type(self.tool_retriever).__name__
+        return info
+
+    def __repr__(self) -> str:
+        names = [t.name for t in self.tools]
+        return (
+            f"{type(self).__name__}(llm={self.llm!r}, tools={names}, "
+            f"max_function_calls={self.max_function_calls})"
+        )
+
+    # ----- tools -------------------------------------------------------------------------
+    async def aget_tools(self, input: str) -> list[FunctionTool]:
+        """The tools offered for ``input``: the fixed list, or what the retriever returns."""
+        retriever = self.tool_retriever
+        if retriever is None:
+            return list(self.tools)
+        if hasattr(retriever, "aretrieve"):
+            found = await retriever.aretrieve(input)
+        else:
+            found = retriever.retrieve(input)
+            if inspect.isawaitable(found):
+                found = await found
+        return as_tools(found)
+
+    # ----- steps -------------------------------------------------------------------------
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        task.extra_state[SOURCES_KEY] = AppendLog()
+        task.extra_state[CALLS_KEY] = 0
+        return TaskStep(task_id=task.task_id, input=task.input, step_state={_FIRST: True})
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
+        response: ChatResponse = await self.llm.achat(messages, tools=tools, tool_choice=choice)
+        return await self._handle_reply(step, task, tools, response.message)
+
+    async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
+        stream = aiter(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
+        last: ChatResponse | None = None
+        saw_calls = False
+        while True:  # by hand, not `async for`: the stream stays open for the answer's tail
+            try:
+                chunk = await anext(stream)
+            except StopAsyncIteration:
+                break
+            last = chunk
+            if chunk.message.tool_calls:
+                saw_calls = True
+            elif chunk.delta and not saw_calls:
+                return self._stream_answer(step, task, stream, chunk)
+        if last is None:
+            raise RuntimeError(f"{self.llm!r} streamed no chunk at all; a reply needs at least one")
+        return await self._handle_reply(step, task, tools, last.message)
+
+    # ----- internals ---------------------------------------------------------------------
+    async def _prepare(
+        self, step: TaskStep, task: Task, tool_choice: Any
+    ) -> tuple[list[FunctionTool], list[ChatMessage], Any]:
+        """Record this step's user input, pick the tools and the tool choice, build the request."""
+        state = task.extra_state
+        if SOURCES_KEY not in state or CALLS_KEY not in state:
+            raise RuntimeError(
+                f"task {task.task_id!r} was not started by {type(self).__name__}.initialize_step "
+                f"(extra_state lacks {SOURCES_KEY!r}/{CALLS_KEY!r}); create it with runner.create_task"
+            )
+        tools = await self.aget_tools(task.input)
+        choice = _check_tool_choice(tool_choice, tools)
+        if self.max_function_calls is not None and state[CALLS_KEY] >= self.max_function_calls:
+            choice = "none" if tools else None  # the budget is spent: the model must answer
+        if step.step_state.get(_FIRST):
+            text = step.input if step.input is not None else task.input
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
+        elif step.input is not None:
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
+        messages: list[ChatMessage] = []
+        if self.system_prompt:
+            messages.append(ChatMessage(role=MessageRole.SYSTEM, content=self.system_prompt))
+        messages.extend(task.memory.get())
+        messages.extend(task.scratch_memory.get_all())
+        return tools, messages, choice
+
+    def _budget_left(self, task: Task) -> int | None:
+        if self.max_function_calls is None:
+            return None
+        return max(0, self.max_function_calls - int(task.extra_state[CALLS_KEY]))
+
+    async def _handle_reply(
+        self, step: TaskStep, task: Task, tools: list[FunctionTool], reply: ChatMessage
+    ) -> TaskStepOutput:
+        """Turn one whole reply into the step's output: run its tool calls, or answer."""
+        calls = list(reply.tool_calls)
+        sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
+        text = reply.text
+        if calls and self._budget_left(task) == 0:
+            # The model was told tool_choice="none" and called tools anyway: answer with text.
+            message = ChatMessage(
+                role=MessageRole.ASSISTANT,
+                content=reply.content,
+                additional_kwargs={**reply.additional_kwargs, UNEXECUTED_KEY: _dump(calls)},
+            )
+            task.scratch_memory.put(message)
+            log.warning(
+                "max_function_calls=%s reached; %d tool call(s) of the reply were not run",
+                self.max_function_calls,
+                len(calls),
+            )
+            answer = AgentChatResponse(
+                response=text, sources=list(sources), metadata={UNEXECUTED_KEY: _dump(calls)}
+            )
+            return TaskStepOutput(output=answer, task_step=step, is_last=True)
+        if not calls:
+            task.scratch_memory.put(_as_assistant(reply))
+            if self.verbose:
+                print(f"=== Answer ===\n{text}")
+            answer = AgentChatResponse(response=text, sources=list(sources))
+            return TaskStepOutput(output=answer, task_step=step, is_last=True)
+
+        task.scratch_memory.put(_as_assistant(reply))
+        outputs = await self._run_calls(task, tools, calls)
+        for call, out in zip(calls, outputs):
+            task.scratch_memory.put(
+                ChatMessage(
+                    role=MessageRole.TOOL,
+                    content=out.content,
+                    tool_call_id=call.tool_id,
+                    name=call.tool_name,
+                )
+            )
+        sources.extend(outputs)
+        by_name = tools_by_name(tools)
+        direct = next(
+            (
+                out
+                for out in outputs
+                if not out.is_error
+                and out.tool_name in by_name
+                and by_name[out.tool_name].return_direct
+            ),
+            None,
+        )
+        if direct is not None:
+            task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=direct.content))
+            answer = AgentChatResponse(
+                response=direct.content,
+                sources=list(sources),
+                metadata={"return_direct": direct.tool_name},
+            )
+            return TaskStepOutput(
+                output=answer, task_step=step, is_last=True, reasoning=text or None, tool_outputs=outputs
+            )
+        progress = AgentChatResponse(response=text, sources=list(outputs))
+        return TaskStepOutput(
+            output=progress,
+            task_step=step,
+            next_steps=[step.get_next_step(step_state={})],
+            is_last=False,
+            reasoning=text or None,
+            tool_outputs=outputs,
+        )
+
+    async def _run_calls(
+        self, task: Task, tools: list[FunctionTool], calls: list[ToolSelection]
+    ) -> list[ToolOutput]:
+        """Run the calls within the budget (concurrently unless told not to), in call order."""
+        by_name = tools_by_name(tools)
+        left = self._budget_left(task)
+        runnable = calls if left is None else calls[:left]
+        if self.verbose:
+            for call in runnable:
+                print(f"=== Calling Function ===\n{call.tool_name}({call.tool_kwargs})")
+        if self.allow_parallel_tool_calls and len(runnable) > 1:
+            outputs = list(await asyncio.gather(*(acall_tool(by_name, c) for c in runnable)))
+        else:
+            outputs = [await acall_tool(by_name, c) for c in runnable]
+        for call in calls[len(runnable) :]:
+            outputs.append(
+                ToolOutput(
+                    content=(
+                        f"Error: not run: this agent may make at most {self.max_function_calls} "
+                        "tool calls per task and has made them all; answer with what you have"
+                    ),
+                    tool_name=call.tool_name,
+                    raw_input=call.tool_kwargs,
+                    is_error=True,
+                    tool_call_id=call.tool_id,
+                )
+            )
+        task.extra_state[CALLS_KEY] = int(task.extra_state[CALLS_KEY]) + len(runnable)
+        if self.verbose:
+            for out in outputs:
+                print(f"=== Function Output ({out.tool_name}) ===\n{out.content}")
+        return outputs
+
+    def _stream_answer(
+        self, step: TaskStep, task: Task, stream: AsyncIterator[ChatResponse], first: ChatResponse
+    ) -> TaskStepOutput:
+        """The reply started with text: it is the answer; stream the rest of it to the caller."""
+        tail = _Tail()
+        response = StreamingAgentChatResponse(
+            _rest_of(stream, tail),
+            sources=list(task.extra_state[SOURCES_KEY]),
+            prefix=first.delta or "",
+        )
+        metadata = getattr(response, "metadata", None)
+        if not isinstance(metadata, dict):
+            metadata = {}
+            response.metadata = metadata  # type: ignore[attr-defined]
+
+        def store_answer(text: str) -> None:
+            """Put the streamed answer into the task's messages (before the runner merges them)."""
+            extra: dict[str, Any] = {}
+            if tail.calls:
+                metadata[UNEXECUTED_KEY] = extra[UNEXECUTED_KEY] = _dump(tail.calls)
+                log.warning(
+                    "a streamed reply sent text and then %d tool call(s); the text was already "
+                    "streamed as the answer, so the calls were not run: %s",
+                    len(tail.calls),
+                    [c.tool_name for c in tail.calls],
+                )
+            task.scratch_memory.put(
+                ChatMessage(role=MessageRole.ASSISTANT, content=text, additional_kwargs=extra)
+            )
+            if self.verbose:
+                print(f"=== Answer (streamed) ===\n{text}")
+
+        response.add_done_callback(store_answer)
+        return TaskStepOutput(output=response, task_step=step, is_last=True)
+
+
+class OpenAIAgentWorker(FunctionCallingAgentWorker):
+    """A FunctionCallingAgentWorker that makes an ``OpenAILLM`` when no model is given."""
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None = None,
+        llm: Any = None,
+        model: str = "gpt-4o-mini",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        **kwargs: Any,
+    ) -> OpenAIAgentWorker:
+        """Build the worker; with no ``llm``, ``OpenAILLM(model, base_url, api_key)``.
+
+        The key and URL default to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+        """
+        if llm is None:
+            from nbagent.llms.openai import OpenAILLM  # imports openai: only when needed
+
+            llm = OpenAILLM(model=model, base_url=base_url, api_key=api_key)
+        kwargs.pop("callback_manager", None)
+        return cls(tools=list(tools or []), llm=llm, **kwargs)
+
+
+# ----- helpers ---------------------------------------------------------------------------
+
+
+class _Tail:
+    """What the rest of a streamed answer brought: tool calls that arrived after the text."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: list[ToolSelection] = []
+
+
+async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail) -> AsyncIterator[str]:
+    """The remaining text deltas of a streamed reply; tool calls seen on the way go to ``tail``."""
+    async for chunk in stream:
+        if chunk.message.tool_calls:
+            tail.calls = list(chunk.message.tool_calls)
+        if chunk.delta:
+            yield chunk.delta
+
+
+def _check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:
+    """Validate a tool choice against the offered tools; None when no tools are offered."""
+    names = [t.name for t in tools]
+    if choice is None:
+        choice = "auto"
+    forced: str | None = None
+    if isinstance(choice, str):
+        if choice not in _CHOICE_KEYWORDS:
+            forced = choice
+    elif isinstance(choice, dict):
+        function = choice.get("function")
+        if isinstance(function, dict) and "name" in function:
+            forced = str(function["name"])
+    else:
+        raise TypeError(
+            f"tool_choice must be 'auto', 'none', 'required', a tool name or an OpenAI "
+            f"tool_choice dict, got {type(choice).__name__}: {choice!r}"
+        )
+    if forced is not None and forced not in names:
+        raise ValueError(
+            f"tool_choice {forced!r} is not a tool of this agent; use 'auto', 'none', "
+            f"'required' or one of the tool names: {names or '(no tools)'}"
+        )
+    if choice == "required" and not names:
+        raise ValueError("tool_choice='required' needs at least one tool, and this agent has none")
+    return choice if tools else None
+
+
+def _as_assistant(reply: ChatMessage) -> ChatMessage:
+    """The model's reply as an assistant message (a copy, so the model's object stays its own)."""
+    return reply.model_copy(update={"role": MessageRole.ASSISTANT})
+
+
+def _dump(calls: list[ToolSelection]) -> list[dict[str, Any]]:
+    return [c.model_dump() for c in calls]
