@@ -1,0 +1,13 @@
+"""Run every benchmark and print its figures (``make bench``)."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).parent
+
+for name in ["bench_import.py", "bench_runner.py", "bench_react.py", "bench_memory.py"]:
+    print(f"== {name}")
+    subprocess.run([sys.executable, str(HERE / name)], check=True, cwd=HERE)
