@@ -1,0 +1,288 @@
+"""Parse a ReAct model reply into a reasoning step, tolerating what real models write.
+
+Rules, in order (``ReActOutputParser.parse``):
+
+1. A code fence around the whole reply is removed. Labels are matched at the start of a line,
+   in any case, with optional markdown emphasis (``**Action:**``).
+2. If an ``Action:`` line comes before any ``Answer:`` line, the reply is a tool call (unless it
+   says ``Action: None`` and an answer follows: then rule 3 applies). The tool
+   name is the rest of that line; ``Action Input:`` must follow, and its value is the first
+   ``{...}`` object after it (fences around it and anything after an ``Observation:`` line the
+   model made up are ignored). The object is read as JSON, then as JSON without trailing
+   commas, then as a Python literal (single quotes, True/None), then as a Python literal with
+   JSON's true/false/null. Anything else is a ``ReActParseError``.
+3. Otherwise an ``Answer:`` (or ``Final Answer:``) line makes it an answer: everything after
+   the label, over as many lines as it takes.
+4. With neither: ``Action Input:`` alone, an empty reply, or a reply that starts with
+   ``Thought:`` (an unfinished ReAct turn) is a ``ReActParseError``; any other text is taken as
+   the final answer, because a model that forgets the format mostly just answers.
+
+The text before the Action/Answer line, less a leading ``Thought:`` label, is the thought.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ReActParseError",
+    "ActionReasoningStep",
+    "ObservationReasoningStep",
+    "ResponseReasoningStep",
+    "ReasoningStep",
+    "ReActOutputParser",
+    "extract_thought",
+    "parse_action_input",
+    "unfence",
+]
+
+_MAX_INPUT_CHARS = 100_000  # ast.literal_eval on megabytes of nesting is not worth the risk
+
+
+class ReActParseError(ValueError):
+    """A model reply that is neither a well-formed tool call nor an answer."""
+
+
+class ActionReasoningStep(BaseModel):
+    """The model chose a tool: why, which one, with which arguments."""
+
+    kind: Literal["action"] = "action"
+    thought: str = Field(default="", description="The model's reasoning before the call.")
+    action: str = Field(description="Name of the tool to call.")
+    action_input: dict[str, Any] = Field(default_factory=dict, description="Tool arguments.")
+
+    @property
+    def is_done(self) -> bool:
+        return False
+
+    @property
+    def content(self) -> str:
+        args = json.dumps(self.action_input, ensure_ascii=False, default=str)
+        return f"Thought: {self.thought}\nAction: {self.action}\nAction Input: {args}"
+
+
+class ObservationReasoningStep(BaseModel):
+    """What the model is shown after a call: a tool's result, a tool error or a parse error."""
+
+    kind: Literal["observation"] = "observation"
+    observation: str
+    is_error: bool = False
+
+    @property
+    def is_done(self) -> bool:
+        return False
+
+    @property
+    def content(self) -> str:
+        return f"Observation: {self.observation}"
+
+
+class ResponseReasoningStep(BaseModel):
+    """The model's final answer."""
+
+    kind: Literal["response"] = "response"
+    thought: str = ""
+    response: str
+
+    @property
+    def is_done(self) -> bool:
+        return True
+
+    @property
+    def content(self) -> str:
+        return f"Thought: {self.thought}\nAnswer: {self.response}"
+
+
+ReasoningStep = ActionReasoningStep | ObservationReasoningStep | ResponseReasoningStep
+
+
+def _label(words: str) -> re.Pattern[str]:
+    """A label at the start of a line, any case, optionally in markdown emphasis."""
+    return re.compile(rf"^[ \t]*[*_]*(?:{words})[*_]*[ \t]*:[*_]*[ \t]*", re.MULTILINE | re.IGNORECASE)
+
+
+THOUGHT_RE = _label("Thought")
+ACTION_RE = _label("Action")
+ACTION_INPUT_RE = _label(r"Action[ \t]+Input")
+ANSWER_RE = _label(r"(?:Final[ \t]+)?Answer")
+OBSERVATION_RE = _label("Observation")
+_NO_ACTION_RE = re.compile(r"[`*_\"' ]*(?:none|n/a|no action|no tool)[`*_\"'. ]*$", re.MULTILINE | re.IGNORECASE)
+_WHOLE_FENCE_RE = re.compile(r"^```[^\n`]*\n(.*?)\n?[ \t]*```$", re.DOTALL)
+# A quoted string (kept as is) or the thing to change, for edits that must skip strings.
+_STRING = r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'"
+_TRAILING_COMMA_RE = re.compile(rf"({_STRING})|,(\s*[}}\]])", re.DOTALL)
+_JSON_WORD_RE = re.compile(rf"({_STRING})|\b(true|false|null)\b", re.DOTALL)
+_PY_WORDS = {"true": "True", "false": "False", "null": "None"}
+
+
+def unfence(text: str) -> str:
+    """The reply without a code fence around all of it."""
+    m = _WHOLE_FENCE_RE.match(text.strip())
+    return m.group(1).strip() if m else text.strip()
+
+
+def extract_thought(prefix: str) -> str:
+    """The thought in the text before an Action/Answer line: less its label and any opening fence."""
+    text = prefix.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1].strip() if "\n" in text else ""
+    m = THOUGHT_RE.match(text)
+    if m:
+        text = text[m.end() :]
+    return text.strip()
+
+
+def _short(text: str, n: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _clean_tool_name(line: str) -> str:
+    name = line.strip().strip("`*_\"' ").rstrip(".:")
+    name = name.removesuffix("()")
+    return name.strip("`*_\"' ")
+
+
+def _object_span(text: str) -> str | None:
+    """The first balanced ``{...}`` in ``text`` (quotes of either kind respected)."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth = 0
+    quote: str | None = None
+    escaped = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if quote is not None:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return ""  # opened but never closed
+
+
+def _without_trailing_commas(src: str) -> str:
+    return _TRAILING_COMMA_RE.sub(lambda m: m.group(1) or m.group(2), src)
+
+
+def _json_words_to_python(src: str) -> str:
+    return _JSON_WORD_RE.sub(lambda m: m.group(1) or _PY_WORDS[m.group(2)], src)
+
+
+def parse_action_input(src: str) -> dict[str, Any]:
+    """Read an Action Input object leniently (see the module docstring, rule 2)."""
+    if len(src) > _MAX_INPUT_CHARS:
+        raise ReActParseError(
+            f"Action Input is {len(src)} characters long; at most {_MAX_INPUT_CHARS} are read"
+        )
+    fixed = _without_trailing_commas(src)
+    value: Any = None
+    for candidate, reader in (
+        (src, json.loads),
+        (fixed, json.loads),
+        (fixed, ast.literal_eval),
+        (_json_words_to_python(fixed), ast.literal_eval),
+    ):
+        try:
+            value = reader(candidate)
+            break
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    else:
+        raise ReActParseError(
+            f"the Action Input {_short(src)!r} is not a valid JSON object"
+        )
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ReActParseError(
+            f"the Action Input must be a JSON object with string keys, got {_short(src)!r}"
+        )
+    return value
+
+
+class ReActOutputParser:
+    """Turns a model reply into an ``ActionReasoningStep`` or ``ResponseReasoningStep``."""
+
+    def parse(self, output: str, is_streaming: bool = False) -> ReasoningStep:
+        """Parse one reply; raise ``ReActParseError`` saying what is wrong if it is malformed."""
+        if not isinstance(output, str):
+            raise TypeError(f"parse() takes the reply text (str), got {type(output).__name__}")
+        text = unfence(output)
+        action = ACTION_RE.search(text)
+        answer = ANSWER_RE.search(text)
+        if action is not None and (answer is None or action.start() < answer.start()):
+            if answer is None or not _NO_ACTION_RE.match(text, action.end()):
+                return self._parse_action(text, action)
+        if answer is not None:
+            response = text[answer.end() :].strip()
+            if not response:
+                raise ReActParseError("'Answer:' is followed by no text")
+            return ResponseReasoningStep(thought=extract_thought(text[: answer.start()]), response=response)
+        if ACTION_INPUT_RE.search(text):
+            raise ReActParseError("there is an 'Action Input:' line but no 'Action:' line naming the tool")
+        if not text:
+            raise ReActParseError("the reply is empty")
+        if THOUGHT_RE.match(text):
+            raise ReActParseError(
+                "the reply has a Thought but neither an 'Action:' nor an 'Answer:' line"
+            )
+        return ResponseReasoningStep(thought="", response=text)
+
+    def _parse_action(self, text: str, action: re.Match[str]) -> ActionReasoningStep:
+        rest = text[action.end() :]
+        obs = OBSERVATION_RE.search(rest)
+        if obs is not None:  # the model went on to imagine the tool's result: drop it
+            rest = rest[: obs.start()]
+        inp = ACTION_INPUT_RE.search(rest)
+        head = rest if inp is None else rest[: inp.start()]
+        lines = [ln for ln in head.splitlines() if ln.strip()]
+        name = _clean_tool_name(lines[0]) if lines else ""
+        if not name:
+            raise ReActParseError("'Action:' is not followed by a tool name")
+        if inp is None:
+            raise ReActParseError(
+                f"'Action: {name}' is not followed by an 'Action Input:' line with the arguments"
+            )
+        span = _object_span(rest[inp.end() :])
+        if span is None:
+            given = _short(rest[inp.end() :]) or "nothing"
+            raise ReActParseError(
+                f"the Action Input of {name!r} must be a JSON object such as {{\"x\": 1}}, got {given!r}"
+            )
+        if span == "":
+            raise ReActParseError(f"the Action Input of {name!r} is an unclosed JSON object (missing '}}')")
+        return ActionReasoningStep(
+            thought=extract_thought(text[: action.start()]), action=name, action_input=parse_action_input(span)
+        )
+
+    @staticmethod
+    def find_answer(partial: str) -> tuple[int, int] | None:
+        """Where the ``Answer:`` label starts and its text begins, if a (partial) reply is
+        already known to be an answer: an ``Answer:`` line arrived with no ``Action:`` line
+        before it. Used to stream the answer before the reply is complete.
+        """
+        answer = ANSWER_RE.search(partial)
+        if answer is None:
+            return None
+        if ACTION_RE.search(partial, 0, answer.start()) is not None:
+            return None
+        return answer.start(), answer.end()
+
+    @staticmethod
+    def has_action(partial: str) -> bool:
+        """Whether a (partial) reply contains an ``Action:`` line (so it is a tool call)."""
+        return ACTION_RE.search(partial) is not None

@@ -1,0 +1,330 @@
+"""ReActAgentWorker: a model that reasons in text (Thought / Action / Observation / Answer).
+
+Works with any chat model, function-calling or not: the tools are described in the system
+prompt and the model names them in its reply. One step is one model call, plus the tool call
+it asks for. The worker keeps nothing between steps; a task's state is in ``extra_state``:
+
+- ``reasoning``: AppendLog of reasoning steps (action, observation, response);
+- ``reasoning_messages`` / ``reasoning_tokens``: each step rendered once and counted once,
+  parallel to ``reasoning``, so building a prompt never re-renders old steps;
+- ``sources``: AppendLog of every ToolOutput;
+- ``iterations``: model calls made so far (checked against ``max_iterations``).
+
+The user's question, human input injected between steps and the final answer go to
+``task.scratch_memory``; the runner merges them into its memory when the task is finalized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from nbagent.llms.base import LLM, ChatResponse
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.runner.snapshot import AppendLog
+from nbagent.schema import (
+    AgentChatResponse,
+    StreamingAgentChatResponse,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+)
+from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
+from nbagent.workers.base import BaseAgentWorker
+from nbagent.workers.react.formatter import ReActChatFormatter
+from nbagent.workers.react.output_parser import (
+    ActionReasoningStep,
+    ObservationReasoningStep,
+    ReActOutputParser,
+    ReActParseError,
+    ReasoningStep,
+    ResponseReasoningStep,
+    extract_thought,
+)
+from nbagent.workers.react.prompt import FORMAT_REMINDER
+
+__all__ = ["ReActAgentWorker", "MaxIterationsError"]
+
+_STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
+
+
+class MaxIterationsError(ValueError):
+    """A task used all the model calls ``max_iterations`` allows without answering."""
+
+
+class ReActAgentWorker(BaseAgentWorker):
+    """The reference API's ReAct agent worker, with a prompt whose size stays bounded.
+
+    ``reasoning_token_budget`` caps the tokens of reasoning shown to the model per step: the
+    newest steps that fit, plus a line saying how many earlier ones were left out.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None,
+        llm: LLM,
+        max_iterations: int = 10,
+        verbose: bool = False,
+        react_system_prompt: str | None = None,
+        context: str | None = None,
+        reasoning_token_budget: int = 2000,
+        tool_retriever: Any = None,
+        *,
+        output_parser: ReActOutputParser | None = None,
+        formatter: ReActChatFormatter | None = None,
+    ) -> None:
+        if llm is None:
+            raise ValueError(
+                "ReActAgentWorker needs a model: pass llm=..., e.g. OpenAILLM(model=...) or "
+                "ScriptedLLM([...]) to run offline"
+            )
+        if not isinstance(llm, LLM):
+            raise TypeError(f"llm must be an nbagent LLM, got {type(llm).__name__}: {llm!r}")
+        if not isinstance(max_iterations, int) or max_iterations < 1:
+            raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+        if not isinstance(reasoning_token_budget, int) or reasoning_token_budget < 1:
+            raise ValueError(
+                f"reasoning_token_budget must be an int >= 1, got {reasoning_token_budget!r}"
+            )
+        if tools and tool_retriever is not None:
+            raise ValueError("pass either tools or tool_retriever, not both")
+        if tool_retriever is not None and not callable(getattr(tool_retriever, "retrieve", None)):
+            raise TypeError(
+                f"tool_retriever must have a retrieve(text) method returning tools, "
+                f"got {type(tool_retriever).__name__}"
+            )
+        self.tools: list[FunctionTool] = as_tools(tools)
+        self._tools_by_name = tools_by_name(self.tools)
+        self.llm = llm
+        self.max_iterations = max_iterations
+        self.verbose = verbose
+        self.reasoning_token_budget = reasoning_token_budget
+        self.tool_retriever = tool_retriever
+        self.output_parser = output_parser or ReActOutputParser()
+        self.formatter = formatter or ReActChatFormatter(react_system_prompt, context)
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None = None,
+        llm: LLM | None = None,
+        max_iterations: int = 10,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> ReActAgentWorker:
+        """Build the worker the way the reference API does (``react_chat_formatter`` accepted)."""
+        kwargs.pop("callback_manager", None)
+        if "react_chat_formatter" in kwargs:
+            kwargs["formatter"] = kwargs.pop("react_chat_formatter")
+        return cls(tools, llm, max_iterations=max_iterations, verbose=verbose, **kwargs)  # type: ignore[arg-type]
+
+    # ----- tools -------------------------------------------------------------------------
+    def get_tools(self, input: str) -> list[FunctionTool]:
+        """The tools offered for this input (all of them, or what the retriever picks)."""
+        if self.tool_retriever is None:
+            return self.tools
+        return as_tools(self.tool_retriever.retrieve(input))
+
+    # ----- steps -------------------------------------------------------------------------
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        state = task.extra_state
+        state["reasoning"] = AppendLog()
+        state["reasoning_messages"] = AppendLog()
+        state["reasoning_tokens"] = AppendLog()
+        state["sources"] = AppendLog()
+        state["iterations"] = 0
+        return TaskStep(task_id=task.task_id, input=task.input)
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """One model call and, if it asks for one, one tool call."""
+        tools, messages = self._begin(step, task)
+        response = await self.llm.achat(messages)
+        return await self._finish_step(response.message.text, step, task, tools)
+
+    async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """Like ``arun_step``, but an answer is streamed from the moment ``Answer:`` arrives."""
+        tools, messages = self._begin(step, task)
+        stream = self.llm.astream_chat(messages)
+        text = ""
+        is_action = False
+        while True:  # not `async for`: the stream must stay open when the answer is handed on
+            try:
+                chunk = await stream.__anext__()
+            except StopAsyncIteration:
+                break
+            text += chunk.delta or ""
+            if is_action:
+                continue
+            found = self.output_parser.find_answer(text)
+            if found is not None:
+                return self._streamed_answer(text, found, stream, step, task)
+            is_action = self.output_parser.has_action(text)
+        return await self._finish_step(text, step, task, tools)
+
+    def finalize_task(self, task: Task, **kwargs: Any) -> None:
+        """Nothing to do: the runner merges ``scratch_memory``; the reasoning stays viewable."""
+
+    # ----- internals ---------------------------------------------------------------------
+    def _begin(self, step: TaskStep, task: Task) -> tuple[list[FunctionTool], list[ChatMessage]]:
+        """Check the limit, record the user's input, count the call, build the prompt."""
+        state = task.extra_state
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ValueError(
+                f"task {task.task_id!r} has no ReAct state {missing}: create the task with "
+                "runner.create_task(...) so ReActAgentWorker.initialize_step runs first"
+            )
+        n = int(state["iterations"])
+        if n >= self.max_iterations:
+            raise MaxIterationsError(
+                f"ReActAgentWorker reached max_iterations={self.max_iterations} (model calls) "
+                f"in task {task.task_id!r} without an answer. The step stays queued: raise the "
+                f"limit (worker.max_iterations = {2 * self.max_iterations}, or "
+                "ReActAgentWorker(..., max_iterations=N)) and run it again, or undo_step/steer it"
+            )
+        if n == 0:
+            text = task.input if step.input is None else step.input
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
+        elif step.input is not None:  # human input injected by run_step(task, input=...)
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
+            if self.verbose:
+                print(f"> User input: {step.input}")
+        state["iterations"] = n + 1
+        tools = self.get_tools(task.input)
+        messages = self.formatter.format(
+            tools,
+            task.memory.get(input=task.input),
+            task.scratch_memory.get_all(),
+            state["reasoning"],
+            state["reasoning_messages"],
+            state["reasoning_tokens"],
+            self.reasoning_token_budget,
+        )
+        return tools, messages
+
+    def _record(self, task: Task, rstep: ReasoningStep) -> None:
+        message, tokens = self.formatter.render(rstep)
+        state = task.extra_state
+        state["reasoning"].append(rstep)
+        state["reasoning_messages"].append(message)
+        state["reasoning_tokens"].append(tokens)
+        if self.verbose:
+            print(f"> {message.text}")
+
+    def _next(self, step: TaskStep) -> list[TaskStep]:
+        return [step.get_next_step(input=None)]
+
+    async def _finish_step(
+        self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool]
+    ) -> TaskStepOutput:
+        """Act on a complete reply: answer, call the tool, or report the parse error."""
+        try:
+            parsed = self.output_parser.parse(text)
+        except ReActParseError as error:
+            obs = ObservationReasoningStep(
+                observation=f"Could not parse your output: {error}. {FORMAT_REMINDER}.",
+                is_error=True,
+            )
+            self._record(task, obs)
+            return TaskStepOutput(
+                output=AgentChatResponse(response=obs.observation),
+                task_step=step,
+                next_steps=self._next(step),
+                is_last=False,
+            )
+        if isinstance(parsed, ResponseReasoningStep):
+            return self._answer(parsed, step, task, tool_outputs=[])
+        assert isinstance(parsed, ActionReasoningStep)
+        self._record(task, parsed)
+        by_name = self._tools_by_name if tools is self.tools else tools_by_name(tools)
+        call_id = f"react_{task.extra_state['iterations']}"
+        out: ToolOutput = await acall_tool(
+            by_name, ToolSelection(tool_id=call_id, tool_name=parsed.action, tool_kwargs=parsed.action_input)
+        )
+        task.extra_state["sources"].append(out)
+        self._record(task, ObservationReasoningStep(observation=out.content, is_error=out.is_error))
+        tool = by_name.get(parsed.action)
+        if tool is not None and tool.return_direct and not out.is_error:
+            answer = ResponseReasoningStep(thought=parsed.thought, response=out.content)
+            return self._answer(answer, step, task, tool_outputs=[out])
+        return TaskStepOutput(
+            output=AgentChatResponse(response=out.content, sources=[out]),
+            task_step=step,
+            next_steps=self._next(step),
+            is_last=False,
+            reasoning=parsed.thought or None,
+            tool_outputs=[out],
+        )
+
+    def _answer(
+        self, answer: ResponseReasoningStep, step: TaskStep, task: Task, tool_outputs: list[ToolOutput]
+    ) -> TaskStepOutput:
+        self._record(task, answer)
+        task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer.response))
+        return TaskStepOutput(
+            output=AgentChatResponse(response=answer.response, sources=list(task.extra_state["sources"])),
+            task_step=step,
+            next_steps=[],
+            is_last=True,
+            reasoning=answer.thought or None,
+            tool_outputs=tool_outputs,
+        )
+
+    def _streamed_answer(
+        self,
+        text: str,
+        found: tuple[int, int],
+        stream: AsyncIterator[ChatResponse],
+        step: TaskStep,
+        task: Task,
+    ) -> TaskStepOutput:
+        """Hand the rest of the model's stream to the caller as the answer's tokens."""
+        label_start, answer_start = found
+        thought = extract_thought(text[:label_start])
+        prefix = text[answer_start:].lstrip()
+        fenced = text.lstrip().startswith("```")
+        response = StreamingAgentChatResponse(
+            _rest_of_answer(stream, strip_leading=not prefix),
+            sources=list(task.extra_state["sources"]),
+            prefix=prefix,
+        )
+
+        def remember(full: str) -> None:
+            answer = full.strip()
+            if fenced and answer.endswith("```"):
+                answer = answer[:-3].rstrip()
+            self._record(task, ResponseReasoningStep(thought=thought, response=answer))
+            task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
+
+        response.add_done_callback(remember)
+        return TaskStepOutput(
+            output=response,
+            task_step=step,
+            next_steps=[],
+            is_last=True,
+            reasoning=thought or None,
+        )
+
+    def __repr__(self) -> str:
+        names = [t.name for t in self.tools]
+        return (
+            f"ReActAgentWorker(llm={self.llm!r}, tools={names}, "
+            f"max_iterations={self.max_iterations})"
+        )
+
+
+async def _rest_of_answer(stream: AsyncIterator[ChatResponse], strip_leading: bool) -> AsyncIterator[str]:
+    """The remaining text deltas of a model stream (leading whitespace dropped if asked)."""
+    while True:
+        try:
+            chunk = await stream.__anext__()
+        except StopAsyncIteration:
+            return
+        delta = chunk.delta or ""
+        if strip_leading:
+            delta = delta.lstrip()
+            if not delta:
+                continue
+            strip_leading = False
+        yield delta
+
