@@ -312,6 +312,7 @@ class StreamingAgentChatResponse:
         self._tokens: list[str] = [prefix] if prefix else []
         self.response = prefix
         self.sources: list[ToolOutput] = list(sources or [])
+        self.metadata: dict[str, Any] = {}
         self.is_done = token_source is None
         self._done_callbacks: list[Callable[[str], None]] = []
         self._token_callbacks: list[Callable[[str], None]] = []

@@ -406,3 +406,22 @@ def test_values_shared_by_extra_state_and_step_state_stay_shared_after_rollback(
     assert step.step_state["seen_inputs"] is task.extra_state["seen_inputs"]
     assert step.step_state["sources"] is task.extra_state["sources"]
     assert list(task.extra_state["seen_inputs"]) == ["go", None]
+
+
+def test_tokens_of_a_streamed_answer_are_events_and_finalize_waits_for_the_stream() -> None:
+    from nbagent import ScriptedLLM
+    from nbagent.workers.react import ReActAgentWorker
+
+    llm = ScriptedLLM(["Thought: I can answer without using any more tools.\nAnswer: alpha beta gamma"])
+    runner = AgentRunner(ReActAgentWorker.from_tools([], llm=llm))
+    tokens: list[str] = []
+    finalized: list[str] = []
+    runner.subscribe(lambda e: tokens.append(e.token), ev.TokenStreamed)  # type: ignore[attr-defined]
+    runner.subscribe(lambda e: finalized.append(e.response), ev.TaskFinalized)  # type: ignore[attr-defined]
+    stream = runner.stream_chat("say it")
+    assert finalized == [] and runner.chat_history == []  # not finalized until read
+    text = "".join(stream.response_gen)
+    assert text.strip() == "alpha beta gamma"
+    assert "".join(tokens).strip().endswith("alpha beta gamma")
+    assert finalized and finalized[0].strip() == "alpha beta gamma"
+    assert [m.role for m in runner.chat_history] == [MessageRole.USER, MessageRole.ASSISTANT]

@@ -28,6 +28,7 @@ from nbagent.events import (
     TaskCreated,
     TaskDeleted,
     TaskFinalized,
+    TokenStreamed,
     _reset_current,
     _set_current,
 )
@@ -302,6 +303,12 @@ class AgentRunner:
         if ctx.usage is not None:
             output.__dict__["usage"] = ctx.usage
         state.complete(step, output, snap)
+        if isinstance(output.output, StreamingAgentChatResponse):
+            # the answer's tokens are read after the step returns: report them as they come
+            task_id, step_id = task.task_id, step.step_id
+            output.output.add_token_callback(
+                lambda tok: self._emit(TokenStreamed(task_id, step_id=step_id, token=tok))
+            )
         if self.events.active:
             self.events.emit(
                 StepCompleted(
