@@ -1,0 +1,505 @@
+"""Task state -> DOT text: a pure function, so it can be snapshot-tested and reused everywhere.
+
+Every label is a Graphviz HTML-like label (``label=<...>``) whose text is cleaned, truncated and
+HTML-escaped (see ``escape.py``); node names are generated (``s0``, ``s1``... in registry order,
+``c0``... for collapsed runs), never taken from user data. No timestamps, no addresses: the same
+state gives the same text.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nbagent.runner.state import StepStatus
+from nbagent.viz.escape import args_preview, clean, preview, short_id, wrap_lines
+
+if TYPE_CHECKING:
+    from nbagent.runner.state import StepFailure, TaskState
+    from nbagent.schema import TaskStep, TaskStepOutput
+
+__all__ = [
+    "task_to_dot",
+    "status_summary",
+    "node_names",
+    "output_text",
+    "STATUS_COLORS",
+    "STATUS_ORDER",
+    "RANKDIRS",
+    "check_options",
+]
+
+STATUS_ORDER: tuple[StepStatus, ...] = (
+    StepStatus.QUEUED,
+    StepStatus.BLOCKED,
+    StepStatus.RUNNING,
+    StepStatus.DONE,
+    StepStatus.FAILED,
+    StepStatus.UNDONE,
+)
+
+# (fill, border, text): light fills with dark text, readable on light and dark pages alike.
+STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
+    StepStatus.QUEUED: ("#f1f5f9", "#64748b", "#1e293b"),
+    StepStatus.BLOCKED: ("#fef3c7", "#b45309", "#451a03"),
+    StepStatus.RUNNING: ("#dbeafe", "#1d4ed8", "#172554"),
+    StepStatus.DONE: ("#dcfce7", "#15803d", "#052e16"),
+    StepStatus.FAILED: ("#fee2e2", "#b91c1c", "#450a0a"),
+    StepStatus.UNDONE: ("#f3f4f6", "#9ca3af", "#6b7280"),
+}
+_STYLES: dict[StepStatus, str] = {
+    StepStatus.QUEUED: "rounded,filled",
+    StepStatus.BLOCKED: "rounded,filled,dotted",
+    StepStatus.RUNNING: "rounded,filled,bold",
+    StepStatus.DONE: "rounded,filled",
+    StepStatus.FAILED: "rounded,filled,bold",
+    StepStatus.UNDONE: "rounded,filled,dashed",
+}
+_ERROR_COLOR = "#991b1b"
+_EDGE_COLOR = "#6b7280"
+_UNDONE_EDGE_COLOR = "#9ca3af"
+_TITLE_COLOR = "#6b7280"
+_FONT = "Helvetica"
+RANKDIRS = ("TB", "LR", "BT", "RL")
+_MAX_TOOL_LINES = 4
+_MIN_CHAIN = 2
+
+
+def output_text(output: Any) -> str:
+    """The text of a step's output, without consuming a stream (``str()`` on one would)."""
+    if output is None:
+        return ""
+    response = getattr(output, "response", None)
+    if isinstance(response, str):
+        return response
+    return clean(output)
+
+
+def status_summary(state: TaskState) -> dict[str, int]:
+    """How many of the task's steps are in each status (every status present, fixed order)."""
+    counts = {s.value: 0 for s in STATUS_ORDER}
+    for sid in _all_step_ids(state):
+        counts[_status(state, sid).value] += 1
+    return counts
+
+
+def node_names(state: TaskState) -> dict[str, str]:
+    """Step id -> DOT node name (``s0``, ``s1``... in registry order), as ``task_to_dot`` uses."""
+    return {sid: f"s{i}" for i, sid in enumerate(_all_step_ids(state))}
+
+
+# ----- graph model ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    name: str
+    attrs: dict[str, str]
+    label: list[tuple[str, str]]  # (text, kind) with kind in {"head", "text", "error", "muted"}
+
+
+@dataclass
+class _Graph:
+    order: list[str] = field(default_factory=list)  # step ids, registry order first
+    steps: dict[str, TaskStep | None] = field(default_factory=dict)
+    live: list[tuple[str, str]] = field(default_factory=list)
+    undone: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _all_step_ids(state: TaskState) -> list[str]:
+    return _collect(state).order
+
+
+def _collect(state: TaskState) -> _Graph:
+    """Nodes and edges, in a stable order: registry order, then steps only reachable by links."""
+    g = _Graph()
+
+    def add(sid: str, step: TaskStep | None) -> None:
+        if sid not in g.steps:
+            g.order.append(sid)
+            g.steps[sid] = step
+        elif g.steps[sid] is None and step is not None:
+            g.steps[sid] = step
+
+    for sid, step in list(state.steps.items()):
+        add(sid, step)
+    seen: set[tuple[str, str]] = set()
+    i = 0
+    while i < len(g.order):  # links may reach steps missing from the registry (odd states)
+        sid = g.order[i]
+        current = g.steps[sid]
+        i += 1
+        if current is None:
+            continue
+        for pid, prev in list(current.prev_steps.items()):
+            add(pid, prev)
+            if (pid, sid) not in seen:
+                seen.add((pid, sid))
+                g.live.append((pid, sid))
+        for nid, nxt in list(current.next_steps.items()):
+            add(nid, nxt)
+            if (sid, nid) not in seen:
+                seen.add((sid, nid))
+                g.live.append((sid, nid))
+    # order live edges by their source's position, then by discovery (stable)
+    pos = {sid: k for k, sid in enumerate(g.order)}
+    g.live.sort(key=lambda e: (pos[e[0]], pos[e[1]]))
+    for a, b in list(state.undone_edges):
+        add(a, None)
+        add(b, None)
+        if (a, b) not in seen:
+            seen.add((a, b))
+            g.undone.append((a, b))
+    return g
+
+
+def _status(state: TaskState, sid: str) -> StepStatus:
+    try:
+        return state.step_status(sid)
+    except Exception:  # noqa: BLE001 - an odd state still draws
+        return StepStatus.QUEUED
+
+
+# ----- labels --------------------------------------------------------------------------------
+
+
+def _metrics(out: TaskStepOutput) -> str:
+    parts = []
+    if isinstance(out.latency_s, (int, float)):
+        parts.append(f"{out.latency_s:.2f} s")
+    usage = out.usage
+    if usage is not None:
+        try:
+            parts.append(f"{int(usage.total_tokens)} tok")
+        except Exception:  # noqa: BLE001
+            pass
+    return " · ".join(parts)
+
+
+def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
+    lines: list[tuple[str, str]] = []
+    if out.reasoning:
+        lines.append((f"thought: {preview(out.reasoning, limit)}", "text"))
+    tool_outputs = list(out.tool_outputs or [])
+    for t in tool_outputs[:_MAX_TOOL_LINES]:
+        call = f"{clean(t.tool_name)}({args_preview(t.raw_input)})"
+        lines.append((f"call: {preview(call, limit)}", "text"))
+        if t.is_error:
+            lines.append((f"obs (error): {preview(t.content, limit)}", "error"))
+        else:
+            lines.append((f"obs: {preview(t.content, limit)}", "text"))
+    if len(tool_outputs) > _MAX_TOOL_LINES:
+        lines.append((f"+{len(tool_outputs) - _MAX_TOOL_LINES} more calls", "muted"))
+    text = output_text(out.output)
+    if out.is_last:
+        lines.append((f"answer: {preview(text, limit)}", "head"))
+    elif text:
+        lines.append((f"out: {preview(text, limit)}", "text"))
+    metrics = _metrics(out)
+    if metrics:
+        lines.append((metrics, "muted"))
+    return lines
+
+
+def _step_node(
+    state: TaskState,
+    index: int,
+    sid: str,
+    step: TaskStep | None,
+    status: StepStatus,
+    failures: list[StepFailure],
+    undone_outs: list[TaskStepOutput],
+    limit: int,
+) -> _Node:
+    out = state.outputs.get(sid) if status == StepStatus.DONE else None
+    is_answer = bool(out is not None and out.is_last)
+    head = f"#{index + 1} {status.value}" + (" · answer" if is_answer else "")
+    lines: list[tuple[str, str]] = [(f"{head} · {short_id(sid)}", "head")]
+    if step is not None and step.input is not None:
+        lines.append((f"in: {preview(step.input, limit)}", "text"))
+    if out is not None:
+        lines.extend(_output_lines(out, limit))
+    if failures:
+        last = failures[-1]
+        if status == StepStatus.FAILED:
+            err = f"error: {last.error_type}: {last.message}"
+            lines.append((preview(err, limit), "error"))
+            if last.attempt > 1:
+                lines.append((f"attempt {last.attempt}", "muted"))
+        else:
+            n = len(failures)
+            lines.append((preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
+    if undone_outs:
+        n = len(undone_outs)
+        if status == StepStatus.DONE:
+            lines.append((f"re-run after undo ({n} undone)", "muted"))
+        else:
+            was = output_text(undone_outs[-1].output)
+            suffix = f" (undone ×{n})" if n > 1 else ""
+            lines.append((f"undone, was: {preview(was, limit)}{suffix}", "muted"))
+    fill, border, font = STATUS_COLORS[status]
+    attrs = {"fillcolor": fill, "color": border, "fontcolor": font, "style": _STYLES[status]}
+    if is_answer:
+        attrs["peripheries"] = "2"
+    return _Node(name="", attrs=attrs, label=lines)
+
+
+def _render_label(lines: list[tuple[str, str]], wrap: int) -> str:
+    parts: list[str] = []
+    for text, kind in lines:
+        for piece in wrap_lines(text, wrap):
+            if not piece:
+                continue
+            esc = html.escape(piece, quote=True)
+            if kind == "head":
+                esc = f"<B>{esc}</B>"
+            elif kind == "error":
+                esc = f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT>'
+            elif kind == "muted":
+                esc = f"<I>{esc}</I>"
+            parts.append(esc + '<BR ALIGN="LEFT"/>')
+    return "<" + "".join(parts) + ">"
+
+
+def _attr_list(attrs: dict[str, str]) -> str:
+    # Values are our own constants (colours, styles, numbers), quoted for DOT; labels are <...>.
+    items = []
+    for key, value in attrs.items():
+        items.append(f"{key}={value}" if key == "label" else f'{key}="{value}"')
+    return ", ".join(items)
+
+
+# ----- collapse ------------------------------------------------------------------------------
+
+
+def _collapsible(
+    state: TaskState,
+    g: _Graph,
+    statuses: dict[str, StepStatus],
+    keep_ends: int,
+    failed_ids: set[str],
+    undone_ids: set[str],
+) -> set[str]:
+    ins: dict[str, int] = {}
+    outs: dict[str, int] = {}
+    for a, b in [*g.live, *g.undone]:
+        outs[a] = outs.get(a, 0) + 1
+        ins[b] = ins.get(b, 0) + 1
+    result: set[str] = set()
+    n = len(g.order)
+    for i, sid in enumerate(g.order):
+        if i < keep_ends or i >= n - keep_ends:
+            continue
+        if statuses[sid] != StepStatus.DONE or ins.get(sid) != 1 or outs.get(sid) != 1:
+            continue
+        if sid in failed_ids or sid in undone_ids:
+            continue
+        out = state.outputs.get(sid)
+        if out is None or out.is_last or any(t.is_error for t in out.tool_outputs or []):
+            continue
+        result.add(sid)
+    return result
+
+
+def _chains(g: _Graph, ok: set[str]) -> list[list[str]]:
+    """Maximal runs of collapsible steps linked one after the other."""
+    succ: dict[str, str] = {}
+    pred: dict[str, str] = {}
+    for a, b in g.live:
+        if a in ok:
+            succ[a] = b
+        if b in ok:
+            pred[b] = a
+    chains: list[list[str]] = []
+    for sid in g.order:
+        if sid not in ok:
+            continue
+        p = pred.get(sid)
+        if p is not None and p in ok and succ.get(p) == sid:
+            continue  # not the start of a chain
+        chain = [sid]
+        members = {sid}
+        nxt = succ.get(sid)
+        while nxt is not None and nxt in ok and pred.get(nxt) == chain[-1] and nxt not in members:
+            chain.append(nxt)
+            members.add(nxt)
+            nxt = succ.get(nxt)
+        if len(chain) >= _MIN_CHAIN:
+            chains.append(chain)
+    return chains
+
+
+def _collapsed_node(state: TaskState, chain: list[str], index_of: dict[str, int]) -> _Node:
+    latency: float | None = None
+    tokens: int | None = None
+    for sid in chain:
+        out = state.outputs.get(sid)
+        if out is None:
+            continue
+        if isinstance(out.latency_s, (int, float)):
+            latency = (latency or 0.0) + out.latency_s
+        if out.usage is not None:
+            tokens = (tokens or 0) + out.usage.total_tokens
+    first, last = chain[0], chain[-1]
+    lines = [
+        (f"… {len(chain)} steps …", "head"),
+        (f"#{index_of[first] + 1}–#{index_of[last] + 1} · {short_id(first)} … {short_id(last)}", "text"),
+    ]
+    metrics = []
+    if latency is not None:
+        metrics.append(f"{latency:.2f} s")
+    if tokens is not None:
+        metrics.append(f"{tokens} tok")
+    if metrics:
+        lines.append((" · ".join(metrics), "muted"))
+    fill, border, font = STATUS_COLORS[StepStatus.DONE]
+    attrs = {"shape": "box3d", "style": "filled", "fillcolor": fill, "color": border, "fontcolor": font}
+    return _Node(name="", attrs=attrs, label=lines)
+
+
+# ----- the renderer --------------------------------------------------------------------------
+
+
+def task_to_dot(
+    state: TaskState,
+    *,
+    max_label: int = 80,
+    collapse_after: int | None = 40,
+    rankdir: str = "TB",
+    keep_ends: int = 4,
+    wrap: int = 44,
+    legend: bool = False,
+) -> str:
+    """The task's step graph as DOT text.
+
+    One node per registered step (undone ones greyed and dashed), edges to ``next_steps`` and
+    the edges cut by undo (dashed). With more than ``collapse_after`` steps, runs of plain done
+    steps between the first and last ``keep_ends`` steps become one "… N steps …" node.
+    ``max_label`` caps each text value (an ellipsis marks the cut); ``wrap`` is the line width.
+    """
+    check_options(max_label=max_label, collapse_after=collapse_after, rankdir=rankdir,
+                  keep_ends=keep_ends, wrap=wrap, legend=legend)
+
+    g = _collect(state)
+    statuses = {sid: _status(state, sid) for sid in g.order}
+    failures: dict[str, list[StepFailure]] = {}
+    for f in list(state.failures):
+        failures.setdefault(f.step_id, []).append(f)
+    undone_outs: dict[str, list[TaskStepOutput]] = {}
+    for o in list(state.undone_outputs):
+        undone_outs.setdefault(o.task_step.step_id, []).append(o)
+    index_of = {sid: i for i, sid in enumerate(g.order)}
+
+    # step id -> node name; collapsed steps map to their chain's node
+    names = {sid: f"s{i}" for i, sid in enumerate(g.order)}
+    chain_of: dict[str, int] = {}
+    chains: list[list[str]] = []
+    if collapse_after is not None and len(g.order) > collapse_after:
+        ok = _collapsible(state, g, statuses, keep_ends, set(failures), set(undone_outs))
+        chains = _chains(g, ok)
+        for k, chain in enumerate(chains):
+            for sid in chain:
+                chain_of[sid] = k
+                names[sid] = f"c{k}"
+
+    nodes: list[_Node] = []
+    for sid in g.order:
+        chain_k = chain_of.get(sid)
+        if chain_k is not None:
+            if chains[chain_k][0] == sid:
+                node = _collapsed_node(state, chains[chain_k], index_of)
+                node.name = f"c{chain_k}"
+                nodes.append(node)
+            continue
+        node = _step_node(
+            state, index_of[sid], sid, g.steps[sid], statuses[sid],
+            failures.get(sid, []), undone_outs.get(sid, []), max_label,
+        )
+        node.name = names[sid]
+        nodes.append(node)
+
+    counts = _summary_from(statuses)
+    task = state.task
+    try:
+        task_status = state.status.value
+    except Exception:  # noqa: BLE001
+        task_status = "unknown"
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    title = [
+        (f"task {short_id(task.task_id)} · {task_status}", "head"),
+        (f"input: {preview(task.input, max_label)}", "text"),
+        (summary or "no steps", "muted"),
+    ]
+
+    lines = [
+        "digraph task {",
+        f'  graph [rankdir="{rankdir}", bgcolor="transparent", fontname="{_FONT}", fontsize="11", '
+        f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
+        f"label={_render_label(title, max(wrap, 60))}];",
+        f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
+        f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7"];',
+    ]
+    for node in nodes:
+        attrs = {"label": _render_label(node.label, wrap), **node.attrs}
+        lines.append(f"  {node.name} [{_attr_list(attrs)}];")
+
+    drawn: set[tuple[str, str]] = set()
+    for kind, edges in (("live", g.live), ("undone", g.undone)):
+        for a, b in edges:
+            na, nb = names[a], names[b]
+            if na == nb or (na, nb) in drawn:
+                continue  # inside a collapsed run, or already drawn
+            drawn.add((na, nb))
+            if kind == "live":
+                lines.append(f"  {na} -> {nb};")
+            else:
+                lines.append(f'  {na} -> {nb} [style="dashed", color="{_UNDONE_EDGE_COLOR}"];')
+
+    if legend:
+        lines.append('  subgraph cluster_legend {')
+        lines.append(f'    label="legend"; fontsize="9"; color="{_UNDONE_EDGE_COLOR}"; style="rounded";')
+        for status in STATUS_ORDER:
+            fill, border, font = STATUS_COLORS[status]
+            attrs = {
+                "label": _render_label([(status.value, "text")], wrap),
+                "fillcolor": fill, "color": border, "fontcolor": font,
+                "style": _STYLES[status], "fontsize": "9",
+            }
+            lines.append(f"    legend_{status.value} [{_attr_list(attrs)}];")
+        names_in_order = " -> ".join(f"legend_{s.value}" for s in STATUS_ORDER)
+        lines.append(f'    {{ rank="same"; {names_in_order} [style="invis"]; }}')
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def check_options(**options: Any) -> None:
+    """Raise a clear error for an unknown or invalid ``task_to_dot`` option (before any rendering)."""
+    allowed = ("max_label", "collapse_after", "rankdir", "keep_ends", "wrap", "legend")
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise TypeError(f"unknown graph option(s) {unknown}; allowed: {list(allowed)}")
+    rankdir = options.get("rankdir", "TB")
+    max_label = options.get("max_label", 80)
+    collapse_after = options.get("collapse_after", 40)
+    keep_ends = options.get("keep_ends", 4)
+    wrap = options.get("wrap", 44)
+    if rankdir not in RANKDIRS:
+        raise ValueError(f"rankdir must be one of {RANKDIRS}, got {rankdir!r}")
+    if not isinstance(max_label, int) or max_label < 8:
+        raise ValueError(f"max_label must be an int >= 8, got {max_label!r}")
+    if collapse_after is not None and (not isinstance(collapse_after, int) or collapse_after < 1):
+        raise ValueError(f"collapse_after must be a positive int or None, got {collapse_after!r}")
+    if not isinstance(keep_ends, int) or keep_ends < 0:
+        raise ValueError(f"keep_ends must be an int >= 0, got {keep_ends!r}")
+    if not isinstance(wrap, int) or wrap < 8:
+        raise ValueError(f"wrap must be an int >= 8, got {wrap!r}")
+
+
+def _summary_from(statuses: dict[str, StepStatus]) -> dict[str, int]:
+    """Counts by status from already computed statuses."""
+    counts = {s.value: 0 for s in STATUS_ORDER}
+    for st in statuses.values():
+        counts[st.value] += 1
+    return counts
