@@ -1,0 +1,394 @@
+"""LiveGraph: a task's step DAG that redraws itself while the runner works.
+
+It listens to the runner's events and redraws (throttled: at most one redraw per
+``throttle_s``, the last one never dropped). The browser draws the DOT text with Graphviz
+compiled to WASM (``graphviz-anywidget``), so no ``dot`` program is needed for the live view;
+without that package the view is an ``ipywidgets.HTML`` holding the static graph. Where no
+widget frontend runs (nbconvert, nbval, GitHub) the displayed output still shows the graph:
+the mimebundle carries a static ``image/svg+xml`` / ``text/html`` next to the widget view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from nbagent.events import Event, RunnerReset, TaskDeleted, TokenStreamed
+
+if TYPE_CHECKING:
+    from nbagent.runner.base import AgentRunner, TaskRef
+    from nbagent.runner.state import TaskState
+
+__all__ = ["LiveGraph", "Throttle", "EMPTY_DOT", "live_view_available"]
+
+log = logging.getLogger("nbagent.viz")
+
+EMPTY_DOT = (
+    "digraph task {\n"
+    '  graph [bgcolor="transparent"];\n'
+    '  empty [shape="box", style="rounded,dashed", color="#9ca3af", fontcolor="#6b7280", '
+    'fontname="Helvetica", fontsize="10", label="no task yet: create one"];\n'
+    "}\n"
+)
+
+# d3-graphviz updates the nodes it keeps in place, so a CSS transition on the shapes' paint
+# fades a node from one status colour to the next (graphviz-anywidget turns d3's own
+# transitions off). Scoped to this widget's root class.
+_CSS = """
+.nbagent-livegraph g.node path, .nbagent-livegraph g.node polygon,
+.nbagent-livegraph g.node ellipse {
+  transition: fill 0.35s ease, stroke 0.35s ease;
+}
+.nbagent-livegraph svg { max-width: 100%; height: auto; }
+"""
+
+
+class Throttle:
+    """Call ``fn`` at most once per ``interval_s``; a request made meanwhile is never lost.
+
+    ``request()`` calls ``fn`` at once when the last call is older than the interval, else
+    marks a call as pending and schedules it for the end of the interval: on the running
+    asyncio loop when there is one (Jupyter), else on a daemon timer thread. ``flush()`` runs
+    a pending call now (loops call it when they end); calls never overlap.
+    """
+
+    def __init__(self, fn: Callable[[], None], interval_s: float = 0.1) -> None:
+        if interval_s < 0:
+            raise ValueError(f"interval_s must be >= 0 seconds, got {interval_s!r}")
+        self.fn = fn
+        self.interval_s = float(interval_s)
+        self._lock = threading.RLock()
+        self._last = float("-inf")
+        self._pending = False
+        self._timer: Any = None  # asyncio.TimerHandle | threading.Timer | None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self.calls = 0
+
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
+    def request(self) -> None:
+        with self._lock:
+            wait = self._last + self.interval_s - time.monotonic()
+            if wait <= 0 and self._timer is None:
+                self._call()
+                return
+            self._pending = True
+            if self._timer is None:
+                self._schedule(max(wait, 0.0))
+
+    def flush(self) -> bool:
+        """Run the pending call now; returns whether there was one."""
+        with self._lock:
+            self._cancel_timer()
+            if not self._pending:
+                return False
+            self._call()
+            return True
+
+    def cancel(self) -> None:
+        """Drop the pending call, if any."""
+        with self._lock:
+            self._cancel_timer()
+            self._pending = False
+
+    def _call(self) -> None:
+        self._pending = False
+        self._last = time.monotonic()
+        self.calls += 1
+        try:
+            self.fn()
+        except Exception:  # a broken view must not break the agent run that triggered it
+            log.exception("nbagent: throttled view update %r failed", self.fn)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self._timer = None
+            self._timer_loop = None
+            if self._pending:
+                self._call()
+
+    def _schedule(self, delay: float) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None and not _is_transient(loop):
+            self._timer = loop.call_later(delay, self._fire)
+            self._timer_loop = loop
+        else:
+            timer = threading.Timer(delay, self._fire)
+            timer.daemon = True
+            self._timer = timer
+            timer.start()
+
+    def _cancel_timer(self) -> None:
+        timer, loop = self._timer, self._timer_loop
+        self._timer = None
+        self._timer_loop = None
+        if timer is None:
+            return
+        if loop is not None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop or not loop.is_running():
+                timer.cancel()
+            else:  # TimerHandle.cancel is not thread-safe
+                loop.call_soon_threadsafe(timer.cancel)
+        else:
+            timer.cancel()
+
+
+def _is_transient(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is the per-thread loop ``run_sync`` drives only while a sync call runs
+    (plain Python): a callback scheduled on it would wait for the next call, so use a timer."""
+    from nbagent import _sync
+
+    return getattr(_sync._local, "loop", None) is loop
+
+
+def live_view_available() -> bool:
+    """Whether ``graphviz-anywidget`` (the in-browser renderer) can be imported."""
+    try:
+        import graphviz_anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_VIEW_CLASS: Any = None
+
+
+def _view_class() -> Any:
+    """GraphvizAnyWidget with this module's CSS (made once; None when not installed)."""
+    global _VIEW_CLASS
+    if _VIEW_CLASS is None:
+        try:
+            from graphviz_anywidget import GraphvizAnyWidget
+        except ImportError:
+            _VIEW_CLASS = False
+        else:
+
+            class LiveGraphView(GraphvizAnyWidget):  # type: ignore[misc, valid-type]
+                """The in-browser Graphviz view of a LiveGraph."""
+
+                _css = GraphvizAnyWidget._css + _CSS
+
+            _VIEW_CLASS = LiveGraphView
+    return _VIEW_CLASS or None
+
+
+def _resolve_task_id(runner: AgentRunner, task: TaskRef | None) -> str | None:
+    if task is None:
+        return next(reversed(runner.tasks), None) if runner.tasks else None
+    return runner.state_of(task).task_id
+
+
+class LiveGraph:
+    """The step DAG of one task of ``runner``, redrawn after every step.
+
+    ``widget`` is the ipywidget to put in a layout; displaying the LiveGraph itself shows that
+    widget, with a static fallback for frontends without widgets. ``show(task)`` switches
+    task. ``source`` is the DOT text last sent to the view, ``redraws`` how many times it was
+    sent. ``throttle_s`` bounds the redraw rate; ``flush()`` draws a pending change now.
+    Other keyword arguments go to ``task_to_dot`` (``rankdir``, ``max_label``...).
+    """
+
+    def __init__(
+        self,
+        runner: AgentRunner,
+        task: TaskRef | None = None,
+        *,
+        throttle_s: float = 0.1,
+        renderer: str = "auto",
+        **dot_kwargs: Any,
+    ) -> None:
+        from nbagent.viz.dot import check_options
+
+        if renderer not in ("auto", "anywidget", "html"):
+            raise ValueError(f"renderer must be 'auto', 'anywidget' or 'html', got {renderer!r}")
+        check_options(**dot_kwargs)
+        self.runner = runner
+        self.dot_kwargs = dict(dot_kwargs)
+        self._task_id = _resolve_task_id(runner, task)
+        self._source = ""
+        self.redraws = 0
+        self._draw_lock = threading.RLock()
+        cls = _view_class() if renderer != "html" else None
+        if renderer == "anywidget" and cls is None:
+            raise ImportError(
+                "renderer='anywidget' needs the graphviz-anywidget package "
+                "(pip install graphviz-anywidget); use renderer='auto' to fall back to HTML"
+            )
+        import ipywidgets as W
+
+        self.in_browser = cls is not None
+        if cls is not None:
+            self.widget: Any = cls(dot_source=EMPTY_DOT, enable_zoom=False)
+        else:
+            self.widget = W.HTML(value="")
+        self.widget.add_class("nbagent-livegraph")
+        self._throttle = Throttle(self._draw, throttle_s)
+        self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
+        self._draw()
+
+    # ----- what is shown -----------------------------------------------------------------
+    @property
+    def task_id(self) -> str | None:
+        return self._task_id
+
+    @property
+    def state(self) -> TaskState | None:
+        """The shown task's state (None when no task is shown or it was deleted)."""
+        if self._task_id is None:
+            return None
+        return self.runner.tasks.get(self._task_id)
+
+    def show(self, task: TaskRef | None) -> None:
+        """Show another task of the runner (None: nothing) and draw it at once."""
+        self._task_id = None if task is None else self.runner.state_of(task).task_id
+        self.redraw()
+
+    def dot(self) -> str:
+        """The DOT text of the shown task's current state (computed now, not throttled)."""
+        state = self.state
+        if state is None:
+            return EMPTY_DOT
+        from nbagent.viz.dot import task_to_dot
+
+        return task_to_dot(state, **self.dot_kwargs)
+
+    @property
+    def source(self) -> str:
+        """The DOT text the view shows now."""
+        return self._source
+
+    @property
+    def throttle_s(self) -> float:
+        return self._throttle.interval_s
+
+    # ----- drawing -----------------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, TokenStreamed):
+            return
+        if isinstance(event, RunnerReset) or event.task_id == self._task_id:
+            if isinstance(event, (TaskDeleted, RunnerReset)) and self.state is None:
+                self._task_id = None
+            self._throttle.request()
+
+    def request_redraw(self) -> None:
+        """Redraw now, or at the end of the throttle interval."""
+        self._throttle.request()
+
+    def flush(self) -> bool:
+        """Draw a pending change now; returns whether there was one."""
+        return self._throttle.flush()
+
+    def redraw(self) -> None:
+        """Draw now, whatever the throttle says."""
+        self._throttle.cancel()
+        self._draw()
+
+    def _draw(self) -> None:
+        with self._draw_lock:
+            try:
+                source = self.dot()
+            except Exception as err:  # an odd state is shown, not raised into the run
+                log.exception("nbagent: LiveGraph could not build the DOT text")
+                source = _error_dot(err)
+            if source == self._source:
+                return
+            self._source = source
+            self.redraws += 1
+            if self.in_browser:
+                self.widget.dot_source = source
+            else:
+                self.widget.value = self._static_html(source)
+
+    def _static_html(self, source: str) -> str:
+        state = self.state
+        if state is None:
+            return '<div class="nbagent-graph-empty"><i>no task yet: create one</i></div>'
+        from nbagent.viz.graph import StepGraph
+
+        try:
+            return StepGraph(state, **self.dot_kwargs).html()
+        except Exception:  # noqa: BLE001 - fall back to the DOT text itself
+            return f"<pre>{html.escape(source)}</pre>"
+
+    # ----- display -----------------------------------------------------------------------
+    def static_bundle(self) -> dict[str, Any]:
+        """The graph for frontends without widgets: an SVG (``dot`` present) or HTML."""
+        state = self.state
+        if state is None:
+            return {"text/html": '<div class="nbagent-graph-empty"><i>no task yet</i></div>'}
+        from nbagent.viz.graph import StepGraph
+
+        bundle = StepGraph(state, **self.dot_kwargs)._repr_mimebundle_()
+        bundle.pop("text/plain", None)
+        return bundle
+
+    def __repr__(self) -> str:
+        state = self.state
+        if state is None:
+            return "LiveGraph(task=None)"
+        from nbagent.viz.dot import status_summary
+
+        counts = ", ".join(f"{n} {s}" for s, n in status_summary(state).items() if n)
+        return f"LiveGraph(task={state.task_id!r}, status={state.status.value}, {counts or 'no steps'})"
+
+    def _repr_mimebundle_(
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        self.flush()
+        return widget_bundle(self.widget, repr(self), self.static_bundle)
+
+    def close(self) -> None:
+        """Stop listening to the runner and close the widget."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._throttle.cancel()
+        self.widget.close()
+
+
+def widget_bundle(
+    widget: Any, text: str, static: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """A widget's mimebundle plus a static rendering for frontends that cannot show widgets.
+
+    A widget frontend picks the widget view (it ranks first); nbconvert without widget state,
+    nbval and GitHub show the ``image/svg+xml`` / ``text/html`` instead. Never raises.
+    """
+    bundle: dict[str, Any] = {"text/plain": text}
+    try:
+        extra = static()
+    except Exception as err:  # noqa: BLE001 - the widget still shows
+        extra = {"text/html": f"<pre>{html.escape(f'{type(err).__name__}: {err}')}</pre>"}
+    bundle.update({k: v for k, v in extra.items() if k != "text/plain"})
+    data = widget._repr_mimebundle_()
+    if isinstance(data, tuple):  # anywidget returns (data, metadata)
+        data = data[0]
+    view = (data or {}).get("application/vnd.jupyter.widget-view+json")
+    if view is not None:
+        bundle["application/vnd.jupyter.widget-view+json"] = view
+    return bundle
+
+
+def _error_dot(err: BaseException) -> str:
+    from nbagent.viz.escape import html_text
+
+    esc = html_text(f"{type(err).__name__}: {err}", 200)
+    return (
+        "digraph task {\n"
+        f'  error [shape="box", color="#b91c1c", fontcolor="#991b1b", label=<{esc}>];\n'
+        "}\n"
+    )
