@@ -113,11 +113,11 @@ class TaskState:
         return TaskStatus.ACTIVE if self.completed_steps else TaskStatus.PENDING
 
     def failed_step_id(self) -> str | None:
-        """The step whose last attempt failed and that has not succeeded since."""
+        """The step whose last attempt failed and that has not succeeded (or been undone) since."""
         if not self.failures:
             return None
         sid = self.failures[-1].step_id
-        if sid in self.outputs or sid in self.running:
+        if sid in self.outputs or sid in self.running or sid in self.undone_ids:
             return None
         return sid
 

@@ -1,0 +1,352 @@
+"""MultimodalReActAgentWorker: ReAct over a vision model, with the task's images.
+
+The images are in the task's ``extra_state["image_docs"]`` (paths, bytes, URLs, data URLs or
+``ImageDocument``); they go with the user's question in the OpenAI vision format
+(``{"type": "image_url", "image_url": {"url": ...}}``), local files and bytes as base64
+data URLs. ``images_html`` draws them as thumbnails for the HTML views.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import mimetypes
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nbagent.llms.base import LLM
+from nbagent.messages import ChatMessage, MessageRole
+from nbagent.runner.snapshot import AppendLog
+from nbagent.schema import Task, TaskStep
+from nbagent.tools import FunctionTool
+from nbagent.workers.react.formatter import ReActChatFormatter
+from nbagent.workers.react.output_parser import ReActOutputParser
+from nbagent.workers.react.worker import ReActAgentWorker
+
+__all__ = [
+    "MultimodalReActAgentWorker",
+    "ImageDocument",
+    "to_image_document",
+    "image_parts",
+    "images_html",
+    "IMAGE_CONTEXT",
+]
+
+IMAGE_CONTEXT = "The user's request comes with one or more images: look at them when you answer."
+_REMOTE = ("http://", "https://")
+_MIME_RE = re.compile(r"^image/[a-z0-9.+-]{1,40}$")
+_DATA_URL_RE = re.compile(r"^data:(image/[a-z0-9.+-]{1,40});base64,([A-Za-z0-9+/=\s]*)$", re.IGNORECASE)
+_THUMB_MAX_BYTES = 2_000_000  # inline thumbnails up to this size; bigger ones get a caption
+_THUMB_STYLE = (
+    "max-height:96px;max-width:160px;border:1px solid var(--nb-border,#d0d7de);"
+    "border-radius:4px;margin:2px 6px 2px 0;vertical-align:top"
+)
+
+
+def _sniff(data: bytes) -> str | None:
+    """The image type from the first bytes, for the common web formats."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    head = data[:256].lstrip().lower()
+    if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in head):
+        return "image/svg+xml"
+    return None
+
+
+class ImageDocument(BaseModel):
+    """One image: exactly one of ``image`` (base64 text), ``image_path`` or ``image_url``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    image: str | None = Field(default=None, description="The image's bytes, base64-encoded.")
+    image_path: str | None = Field(default=None, description="A local file.")
+    image_url: str | None = Field(default=None, description="An http(s) or data: URL.")
+    image_mimetype: str | None = Field(default=None, description="e.g. image/png; guessed if not given.")
+    text: str | None = Field(default=None, description="A caption, shown under the thumbnail.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImageDocument:
+        given = [n for n in ("image", "image_path", "image_url") if getattr(self, n)]
+        if len(given) != 1:
+            raise ValueError(
+                f"an ImageDocument needs exactly one of image (base64), image_path or image_url, "
+                f"got {given or 'none'}"
+            )
+        if self.image_url and not (
+            self.image_url.startswith(_REMOTE) or _DATA_URL_RE.match(self.image_url)
+        ):
+            raise ValueError(
+                f"image_url must be an http(s):// URL or a base64 data:image/... URL, got "
+                f"{self.image_url[:80]!r}"
+            )
+        if self.image_mimetype is not None and not _MIME_RE.match(self.image_mimetype):
+            raise ValueError(f"image_mimetype must look like image/png, got {self.image_mimetype!r}")
+        if self.image is not None:
+            try:
+                base64.b64decode(self.image, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("image must be base64 text (pass raw bytes to to_image_document)") from None
+        return self
+
+    @property
+    def is_remote(self) -> bool:
+        """An http(s) URL: the model fetches it; nbagent never does."""
+        return bool(self.image_url and self.image_url.startswith(_REMOTE))
+
+    def data(self) -> bytes | None:
+        """The image's bytes (None for a remote URL). Reads a local file each time."""
+        if self.image is not None:
+            return base64.b64decode(self.image)
+        if self.image_path is not None:
+            try:
+                return Path(self.image_path).read_bytes()
+            except OSError as err:
+                raise FileNotFoundError(
+                    f"cannot read image file {self.image_path!r}: {err.strerror or err}"
+                ) from None
+        m = _DATA_URL_RE.match(self.image_url or "")
+        return base64.b64decode(m.group(2)) if m else None
+
+    def mimetype(self, data: bytes | None = None) -> str:
+        """The declared type, else sniffed from the bytes, else guessed from the file name."""
+        if self.image_mimetype:
+            return self.image_mimetype
+        m = _DATA_URL_RE.match(self.image_url or "")
+        if m:
+            return m.group(1).lower()
+        if data is None and not self.is_remote:
+            data = self.data()
+        sniffed = _sniff(data) if data else None
+        if sniffed:
+            return sniffed
+        name = self.image_path or self.image_url or ""
+        guessed = mimetypes.guess_type(name.split("?", 1)[0])[0]
+        if guessed and guessed.startswith("image/"):
+            return guessed
+        raise ValueError(
+            f"cannot tell the image type of {self.describe()!r}; pass image_mimetype='image/png' "
+            "(or jpeg, gif, webp)"
+        )
+
+    def url(self) -> str:
+        """What a vision model is sent: the http(s) URL as is, else a base64 data URL."""
+        if self.is_remote:
+            return self.image_url  # type: ignore[return-value]
+        if self.image_url:  # already a data URL
+            return self.image_url
+        data = self.data()
+        assert data is not None
+        return f"data:{self.mimetype(data)};base64,{base64.b64encode(data).decode('ascii')}"
+
+    def describe(self) -> str:
+        """A short name for messages and captions (never the image data)."""
+        if self.image_path:
+            return self.image_path
+        if self.is_remote:
+            return self.image_url  # type: ignore[return-value]
+        return "inline image"
+
+
+def to_image_document(value: Any) -> ImageDocument:
+    """An ``ImageDocument`` from a path (str or Path), bytes, a URL, a dict or a document.
+
+    A path must name an existing file (checked now, so a typo is found when the task is made).
+    """
+    if isinstance(value, ImageDocument):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return ImageDocument(image=base64.b64encode(bytes(value)).decode("ascii"))
+    if isinstance(value, dict):
+        return ImageDocument(**value)
+    if isinstance(value, os.PathLike) or isinstance(value, str):
+        text = os.fspath(value)
+        if isinstance(value, str) and (text.startswith(_REMOTE) or text.startswith("data:")):
+            return ImageDocument(image_url=text)
+        if not os.path.isfile(text):
+            raise FileNotFoundError(f"image file {text!r} does not exist (give a path, bytes or an http(s) URL)")
+        return ImageDocument(image_path=text)
+    # the reference's ImageDocument and look-alikes: read their fields
+    fields = {k: getattr(value, k, None) for k in ("image", "image_path", "image_url", "image_mimetype", "text")}
+    if any(fields[k] for k in ("image", "image_path", "image_url")):
+        return ImageDocument(**{k: v for k, v in fields.items() if v is not None})
+    raise TypeError(
+        f"an image must be a path, bytes, an http(s)/data URL, a dict or an ImageDocument, "
+        f"got {type(value).__name__}"
+    )
+
+
+def image_parts(docs: Iterable[Any], detail: str | None = None) -> list[dict[str, Any]]:
+    """The images as OpenAI vision content parts."""
+    parts: list[dict[str, Any]] = []
+    for doc in docs:
+        image: dict[str, Any] = {"url": to_image_document(doc).url()}
+        if detail is not None:
+            image["detail"] = detail
+        parts.append({"type": "image_url", "image_url": image})
+    return parts
+
+
+def images_html(docs: Iterable[Any], *, load_remote: bool = False) -> str:
+    """Thumbnails of the images, as an HTML fragment (pure: the same images give the same text).
+
+    Local files and bytes are inlined as data URLs (no external asset); a remote URL is only
+    named, unless ``load_remote=True``. An image that cannot be read is named, with the reason.
+    """
+    items: list[str] = []
+    for raw in docs:
+        try:
+            doc = to_image_document(raw)
+            caption = doc.text or os.path.basename(doc.describe()) or doc.describe()
+            if doc.is_remote and not load_remote:
+                items.append(f'<span class="nb-muted">[image: {html.escape(doc.describe()[:120], quote=True)}]</span>')
+                continue
+            if doc.is_remote:
+                src = doc.describe()
+            else:
+                data = doc.data() or b""
+                if len(data) > _THUMB_MAX_BYTES:
+                    items.append(
+                        f'<span class="nb-muted">[image: {html.escape(caption[:120], quote=True)}, '
+                        f"{len(data) // 1024} KiB, too large to inline]</span>"
+                    )
+                    continue
+                src = f"data:{doc.mimetype(data)};base64,{base64.b64encode(data).decode('ascii')}"
+            alt = html.escape(caption[:120], quote=True)
+            items.append(
+                f'<figure style="display:inline-block;margin:0 6px 0 0">'
+                f'<img src="{html.escape(src, quote=True)}" alt="{alt}" title="{alt}" '
+                f'referrerpolicy="no-referrer" style="{_THUMB_STYLE}"/>'
+                f'<figcaption class="nb-muted" style="font-size:0.85em">{alt}</figcaption></figure>'
+            )
+        except Exception as err:  # noqa: BLE001 - a view must not raise
+            reason = html.escape(f"{type(err).__name__}: {err}"[:200], quote=True)
+            items.append(f'<span class="nb-error">[image not shown: {reason}]</span>')
+    return f'<div class="nb-images">{"".join(items)}</div>' if items else ""
+
+
+class MultimodalReActAgentWorker(ReActAgentWorker):
+    """The ReAct worker for a vision model: the task's images go with the user's question.
+
+    Create tasks with ``extra_state={"image_docs": [...]}`` (or the runner's
+    ``init_task_state_kwargs``). ``image_detail`` ("low", "high", "auto") is passed to the
+    model if given.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None = None,
+        multi_modal_llm: LLM | None = None,
+        max_iterations: int = 10,
+        react_chat_formatter: ReActChatFormatter | None = None,
+        output_parser: ReActOutputParser | None = None,
+        callback_manager: Any = None,
+        verbose: bool = False,
+        tool_retriever: Any = None,
+        *,
+        llm: LLM | None = None,
+        image_detail: str | None = None,
+        context: str | None = IMAGE_CONTEXT,
+        **kwargs: Any,
+    ) -> None:
+        if multi_modal_llm is not None and llm is not None and multi_modal_llm is not llm:
+            raise ValueError("pass the model once: multi_modal_llm=... or llm=..., not both")
+        if image_detail is not None and image_detail not in ("low", "high", "auto"):
+            raise ValueError(f"image_detail must be 'low', 'high', 'auto' or None, got {image_detail!r}")
+        model = multi_modal_llm if multi_modal_llm is not None else llm
+        super().__init__(
+            tools,
+            model,  # type: ignore[arg-type]
+            max_iterations=max_iterations,
+            verbose=verbose,
+            context=context,
+            tool_retriever=tool_retriever,
+            output_parser=output_parser,
+            formatter=react_chat_formatter,
+            **kwargs,
+        )
+        self.image_detail = image_detail
+
+    @classmethod
+    def from_tools(  # type: ignore[override]
+        cls,
+        tools: Sequence[FunctionTool | Callable[..., Any]] | None = None,
+        tool_retriever: Any = None,
+        multi_modal_llm: LLM | None = None,
+        max_iterations: int = 10,
+        react_chat_formatter: ReActChatFormatter | None = None,
+        output_parser: ReActOutputParser | None = None,
+        callback_manager: Any = None,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> MultimodalReActAgentWorker:
+        """Build the worker the way the reference API does."""
+        return cls(
+            tools,
+            multi_modal_llm,
+            max_iterations=max_iterations,
+            react_chat_formatter=react_chat_formatter,
+            output_parser=output_parser,
+            verbose=verbose,
+            tool_retriever=tool_retriever,
+            **kwargs,
+        )
+
+    @property
+    def multi_modal_llm(self) -> LLM:
+        return self.llm
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        """Check and normalise the task's images, then start as the ReAct worker does."""
+        if "image_docs" not in task.extra_state:
+            raise ValueError(
+                "MultimodalReActAgentWorker needs the task's images in extra_state['image_docs']: "
+                "runner.create_task(question, extra_state={'image_docs': ['photo.png']}) or "
+                "init_task_state_kwargs={'image_docs': [...]} on the runner (paths, bytes, "
+                "http(s) URLs or ImageDocument)"
+            )
+        raw = task.extra_state["image_docs"]
+        if isinstance(raw, (str, bytes, os.PathLike, ImageDocument)) or not isinstance(raw, Iterable):
+            raise TypeError(
+                f"extra_state['image_docs'] must be a list of images, got {type(raw).__name__}; "
+                "wrap a single image in a list"
+            )
+        docs = AppendLog(to_image_document(d) for d in raw)  # an AppendLog snapshots in O(1)
+        step = super().initialize_step(task, **kwargs)
+        task.extra_state["image_docs"] = docs
+        return step
+
+    def _begin(self, step: TaskStep, task: Task) -> tuple[list[FunctionTool], list[ChatMessage]]:
+        """As ReAct; on the first step the user's message also carries the images."""
+        first = int(task.extra_state.get("iterations", 0)) == 0
+        if first and "image_docs" not in task.extra_state:
+            raise ValueError(
+                f"task {task.task_id!r} has no extra_state['image_docs']: create it with "
+                "runner.create_task(...) so MultimodalReActAgentWorker.initialize_step runs first"
+            )
+        parts = image_parts(task.extra_state["image_docs"], self.image_detail) if first else []
+        tools, messages = super()._begin(step, task)
+        if first:
+            question = task.scratch_memory.get_all()[-1]
+            assert question.role == MessageRole.USER
+            # the same message object is in `messages`, and stays in memory with its images
+            question.content = [{"type": "text", "text": question.text}, *parts]
+        return tools, messages
+
+    def __repr__(self) -> str:
+        names = [t.name for t in self.tools]
+        return (
+            f"MultimodalReActAgentWorker(llm={self.llm!r}, tools={names}, "
+            f"max_iterations={self.max_iterations})"
+        )
