@@ -425,3 +425,17 @@ def test_tokens_of_a_streamed_answer_are_events_and_finalize_waits_for_the_strea
     assert "".join(tokens).strip().endswith("alpha beta gamma")
     assert finalized and finalized[0].strip() == "alpha beta gamma"
     assert [m.role for m in runner.chat_history] == [MessageRole.USER, MessageRole.ASSISTANT]
+
+
+def test_undoing_past_a_failed_step_clears_the_failed_status() -> None:
+    runner = make(target=5, fail_on={2})
+    task = runner.create_task("go")
+    runner.run_step(task)
+    with pytest.raises(ValueError):
+        runner.run_step(task)
+    state = runner.state_of(task)
+    failed = state.failed_step_id()
+    assert state.status == TaskStatus.FAILED and failed is not None
+    runner.undo_step(task)  # takes back step 1: the failed step 2 is now an undone branch
+    assert state.failed_step_id() is None and state.status == TaskStatus.PENDING
+    assert state.step_status(failed) == StepStatus.UNDONE

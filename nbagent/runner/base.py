@@ -9,8 +9,10 @@ back cleanly and ``undo_step`` can go back any number of steps.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal, Union
 
 from nbagent import _sync
@@ -34,7 +36,7 @@ from nbagent.events import (
 )
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
-from nbagent.runner.state import TaskState, TaskStatus
+from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
     AgentChatResponse,
     StreamingAgentChatResponse,
@@ -78,6 +80,7 @@ class AgentRunner:
         default_tool_choice: str | dict[str, Any] = "auto",
         verbose: bool = False,
         keep_history: bool = True,
+        autosave: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(agent_worker, BaseAgentWorker):
             raise TypeError(
@@ -94,6 +97,8 @@ class AgentRunner:
         self.keep_history = keep_history
         self.events = EventDispatcher()
         self._tasks: dict[str, TaskState] = {}
+        if autosave is not None:  # save after every change (see nbagent.persist)
+            self.autosave = autosave
 
     # ----- events ------------------------------------------------------------------------
     def subscribe(
@@ -246,6 +251,28 @@ class AgentRunner:
             f"{[s.step_id for s in queue]} wait for steps that are not done"
         )
 
+    # Three hooks around a step's state changes; ParallelAgentRunner overrides them so that a
+    # branch's rollback or undo never touches what its siblings did.
+    def _take_step(self, state: TaskState, step: TaskStep, input: str | None) -> StepSnapshot:
+        """Snapshot ``step``, set its new input, move it from the queue to running."""
+        snap = state.snapshot(step)
+        if input is not None:
+            step.input = input
+        state.step_queue.remove(step)
+        state.running.add(step.step_id)
+        return snap
+
+    def _roll_back(self, state: TaskState, step: TaskStep, snap: StepSnapshot) -> None:
+        """Undo what a failed step changed; it goes back to the queue."""
+        state.running.discard(step.step_id)
+        state.restore(snap)
+
+    def _commit(
+        self, state: TaskState, step: TaskStep, output: TaskStepOutput, snap: StepSnapshot
+    ) -> None:
+        """Record a finished step's output and queue its next steps."""
+        state.complete(step, output, snap)
+
     async def _astep(
         self,
         task_id: TaskRef,
@@ -257,11 +284,7 @@ class AgentRunner:
         state = self.state_of(task_id)
         self._check_runnable(state)
         step = self._pick_step(state, step)
-        snap = state.snapshot(step)
-        if input is not None:
-            step.input = input
-        state.step_queue.remove(step)
-        state.running.add(step.step_id)
+        snap = self._take_step(state, step, input)
         task = state.task
         ctx = StepContext(task.task_id, step.step_id, self.events)
         token = _set_current(ctx)
@@ -281,8 +304,7 @@ class AgentRunner:
                     "a step must return a TaskStepOutput"
                 )
         except BaseException as error:
-            state.running.discard(step.step_id)
-            state.restore(snap)
+            self._roll_back(state, step, snap)
             failure = state.record_failure(step, error)
             self._emit(
                 StepFailed(
@@ -302,7 +324,8 @@ class AgentRunner:
         output.__dict__["latency_s"] = latency
         if ctx.usage is not None:
             output.__dict__["usage"] = ctx.usage
-        state.complete(step, output, snap)
+        self._commit(state, step, output, snap)
+        self._after_step(state, output)
         if isinstance(output.output, StreamingAgentChatResponse):
             # the answer's tokens are read after the step returns: report them as they come
             task_id, step_id = task.task_id, step.step_id
@@ -529,11 +552,17 @@ class AgentRunner:
         state = self.state_of(task_id) if task_id is not None else self._latest_state()
         return StepGraph(state, **kwargs)
 
-    def panel(self, task: TaskRef | None = None) -> Any:
-        """An ipywidgets control panel driving this runner."""
+    def panel(self, task: TaskRef | None = None, **kwargs: Any) -> Any:
+        """An ipywidgets control panel driving this runner (``throttle_s``, ``auto_finalize``)."""
         from nbagent.viz.panel import AgentPanel
 
-        return AgentPanel(self, task)
+        return AgentPanel(self, task, **kwargs)
+
+    def live_graph(self, task: TaskRef | None = None, **kwargs: Any) -> Any:
+        """A widget showing the task's step DAG, redrawn after every step."""
+        from nbagent.viz.live import LiveGraph
+
+        return LiveGraph(self, task, **kwargs)
 
     def _latest_state(self) -> TaskState:
         if not self._tasks:
@@ -550,3 +579,99 @@ class AgentRunner:
         from nbagent.viz.html import runner_html
 
         return runner_html(self)
+
+    # ----- save / load, autosave, time travel, cost (nbagent.persist, .branches, .costs) ---
+    def _after_step(self, state: TaskState, output: TaskStepOutput) -> None:
+        """Bookkeeping after a step completed: the model it ran with (for its cost)."""
+        from nbagent.costs import record_step
+
+        record_step(self, state, output)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write every task (steps, links, queue, outputs, memory, state, failures, undo
+        history) to ``path`` as versioned JSON, atomically. See ``nbagent.persist``."""
+        from nbagent.persist import save_runner
+
+        return save_runner(self, path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        agent_worker: BaseAgentWorker | None = None,
+        *,
+        autosave: bool = False,
+        restore_ids: bool = True,
+        **runner_kwargs: Any,
+    ) -> Any:
+        """A runner rebuilt from a file ``save`` wrote: its tasks continue where they stopped.
+
+        Without ``agent_worker`` the run can be viewed and reported, not stepped.
+        ``autosave=True`` keeps saving to ``path``. A run saved while ids were seeded
+        (``seed_ids``) continues that id sequence unless ``restore_ids=False``.
+        """
+        from nbagent.persist import load_runner
+
+        runner = load_runner(path, agent_worker, runner_cls=cls, restore_ids=restore_ids, **runner_kwargs)
+        if autosave:
+            runner.autosave = path
+        return runner
+
+    @property
+    def autosave(self) -> Path | None:
+        """The file saved after every step and state change, or None (set a path to start)."""
+        from nbagent.persist import autosave_path
+
+        return autosave_path(self)
+
+    @autosave.setter
+    def autosave(self, path: str | os.PathLike[str] | None) -> None:
+        from nbagent.persist import set_autosave
+
+        set_autosave(self, path)
+
+    def goto_step(self, task_id: TaskRef, step_id: str, *, before: bool = False) -> TaskStep | None:
+        """Go back to just after ``step_id`` completed (``before=True``: just before it ran),
+        undoing every later step. Returns the step that runs next. See ``nbagent.branches``."""
+        from nbagent.branches import goto_step
+
+        return goto_step(self, task_id, step_id, before=before)
+
+    def fork(self, task_id: TaskRef, step_id: str, input: str | None = None) -> TaskStep:
+        """Go back to just before ``step_id`` and queue a new step (new id) in its place; the
+        old branch stays in the graph. Returns the new step."""
+        from nbagent.branches import fork
+
+        return fork(self, task_id, step_id, input=input)
+
+    def branches(self, task_id: TaskRef) -> list[Any]:
+        """The task's branches (paths of step ids), older first; see ``nbagent.branches``."""
+        from nbagent.branches import branches
+
+        return branches(self, task_id)
+
+    def compare(self, task_id: TaskRef, a: Any, b: Any) -> Any:
+        """Two branches side by side (a Branch, an index into ``branches``, "current" or a
+        step id each); displays as HTML in a notebook."""
+        from nbagent.branches import compare
+
+        return compare(self, task_id, a, b)
+
+    @property
+    def pricing(self) -> Any:
+        """This runner's prices (a ``nbagent.costs.Pricing``), or None to use the global ones."""
+        return self.__dict__.get("_pricing")
+
+    @pricing.setter
+    def pricing(self, value: Any) -> None:
+        from nbagent.costs import set_runner_pricing
+
+        set_runner_pricing(self, value)
+
+    def cost(self, task_id: TaskRef | None = None) -> Any:
+        """Tokens and money of a task (``TaskCost``), or of every task (``RunnerCost``)."""
+        from nbagent.costs import runner_cost, task_cost
+
+        if task_id is None:
+            return runner_cost(self)
+        return task_cost(self, self.state_of(task_id))

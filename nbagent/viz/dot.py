@@ -12,6 +12,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nbagent.costs import cost_label
 from nbagent.runner.state import StepStatus
 from nbagent.viz.escape import args_preview, clean, preview, short_id, wrap_lines
 
@@ -174,6 +175,9 @@ def _metrics(out: TaskStepOutput) -> str:
             parts.append(f"{int(usage.total_tokens)} tok")
         except Exception:  # noqa: BLE001
             pass
+    money = cost_label(out)  # None unless prices are set (nbagent.costs)
+    if money:
+        parts.append(money)
     return " · ".join(parts)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from nbagent.costs import cost_label, runner_cost_label, task_cost_label
 from nbagent.runner.state import StepStatus
 from nbagent.viz.dot import STATUS_COLORS, node_names, output_text, status_summary, task_to_dot
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short_id
@@ -183,6 +184,9 @@ def _metrics(out: TaskStepOutput) -> str:
             )
         except Exception:  # noqa: BLE001
             pass
+    money = cost_label(out)  # None unless prices are set (nbagent.costs)
+    if money:
+        parts.append(money)
     return " · ".join(parts)
 
 
@@ -536,6 +540,10 @@ def task_html(task: Task) -> str:
             status = _badge("detached", "nb-b-info")
         head = f'<div class="nb-head">Task {_id(task.task_id)} {status}</div>'
         rows = [("input", _pre(task.input))]
+        if task.extra_state.get("image_docs"):  # MultimodalReActAgentWorker's images
+            from nbagent.workers.multimodal import images_html
+
+            rows.append(("images", _safely("the images could not be drawn", images_html, task.extra_state["image_docs"])))
         if state is None:
             note = "not attached to a runner" if runner is None else f"unknown to its runner ({problem})"
             rows.append(("state", f'<span class="nb-muted">{html_text(note, 500)}</span>'))
@@ -553,6 +561,9 @@ def task_html(task: Task) -> str:
             final = state.completed_steps[-1].output
         if final is not None:
             rows.append(("answer", _pre(output_text(final))))
+        money = task_cost_label(state)  # None unless prices are set
+        if money:
+            rows.append(("cost", html_text(money)))
         graph = _safely("the step graph could not be drawn", _inline_graph, state)
         return _card("task", head + _kv(rows) + _details("step graph", graph, open_=True))
 
@@ -686,7 +697,11 @@ def runner_html(runner: AgentRunner) -> str:
             f'<div class="nb-head">{html_text(type(runner).__name__)} · '
             f'{len(states)} task{"s" if len(states) != 1 else ""}</div>'
         )
-        info = _kv([("worker", f"<code>{html_text(kind)}</code>"), ("memory", html_text(mem))])
+        info_rows = [("worker", f"<code>{html_text(kind)}</code>"), ("memory", html_text(mem))]
+        money = runner_cost_label(runner)  # None unless prices are set
+        if money:
+            info_rows.append(("cost", html_text(money)))
+        info = _kv(info_rows)
         if not states:
             return _card("runner", head + info + _line("no tasks yet", "nb-muted"))
         shown = states[-_MAX_TASK_ROWS:]
