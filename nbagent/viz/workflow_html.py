@@ -1,0 +1,352 @@
+"""HTML views of workflows, agents, events and runs: pure functions returning one card each,
+with the CSS, escaping and no-JavaScript rules of ``html.py`` (whose helpers they reuse).
+
+``DotDisplay`` wraps DOT text for notebook display like ``StepGraph``: an inline SVG when the
+``dot`` program renders it, else static HTML (a list view, plus the DOT source), and always
+``text/plain``; displaying it never raises.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from nbagent.viz.escape import args_preview, html_text, preview, safe_str
+from nbagent.viz.html import (
+    _badge,
+    _card,
+    _details,
+    _kv,
+    _line,
+    _pre,
+    _safely,
+    _tool_call_block,
+    _transcript_body,
+    error_html,
+)
+
+if TYPE_CHECKING:
+    from nbagent.workflow.agents import BaseWorkflowAgent
+    from nbagent.workflow.events import Event
+    from nbagent.workflow.trace import RunTrace
+    from nbagent.workflow.workflow import Workflow
+
+__all__ = [
+    "DotDisplay",
+    "workflow_html",
+    "agent_html",
+    "event_html",
+    "run_html",
+    "run_timeline_html",
+    "agents_fallback_html",
+    "steps_fallback_html",
+]
+
+_PREVIEW = 120
+_RUN_STATUS = {
+    "idle": "nb-s-queued",
+    "running": "nb-s-running",
+    "waiting": "nb-s-blocked",
+    "done": "nb-s-done",
+    "failed": "nb-s-failed",
+    "cancelled": "nb-s-undone",
+}
+_CALL_STATUS = {
+    "queued": "nb-s-queued",
+    "running": "nb-s-running",
+    "waiting": "nb-s-blocked",
+    "done": "nb-s-done",
+    "error": "nb-s-failed",
+}
+
+
+def _svg_or_none(source: str) -> str | None:
+    from nbagent.viz.graph import render_svg
+
+    try:
+        return render_svg(source)
+    except Exception:  # noqa: BLE001 - a failing dot falls back to HTML
+        return None
+
+
+def _graph_block(source: str, fallback: Callable[[], str]) -> str:
+    """The inline SVG of ``source``, or (no Graphviz) ``fallback()`` and the DOT source."""
+    svg = _svg_or_none(source)
+    if svg is not None:
+        return f'<div class="nb-graph">{svg}</div>'
+    body = _line("Graphviz (the <code>dot</code> program) is not available: shown as a list.", "nb-muted")
+    body += _safely("the list could not be drawn", fallback)
+    return body + _details("DOT source", _pre(source, None))
+
+
+class DotDisplay:
+    """DOT text that displays itself: SVG with Graphviz, static HTML without (never raises)."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        title: str = "graph",
+        fallback: Callable[[], str] | None = None,
+        renderer: str = "auto",
+    ) -> None:
+        if renderer not in ("auto", "svg", "html"):
+            raise ValueError(f"renderer must be 'auto', 'svg' or 'html', got {renderer!r}")
+        self.source = source
+        self.title = title
+        self.renderer = renderer
+        self._fallback = fallback
+
+    def svg(self) -> str | None:
+        """The SVG text, or None when ``dot`` is missing."""
+        from nbagent.viz.graph import render_svg
+
+        return render_svg(self.source)
+
+    def html(self) -> str:
+        """A self-contained card: the inline SVG, or the static list and the DOT source."""
+        head = f'<div class="nb-head">{html_text(self.title)}</div>'
+        if self.renderer == "html":
+            body = _safely("the list could not be drawn", self._fallback_html) + _details(
+                "DOT source", _pre(self.source, None)
+            )
+        else:
+            body = _graph_block(self.source, self._fallback_html)
+        return _card("graph", head + body)
+
+    def _fallback_html(self) -> str:
+        if self._fallback is None:
+            return ""
+        return self._fallback()
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write ``.dot``/``.gv`` (the DOT text) or ``.svg``/``.png``/``.pdf`` (needs ``dot``)."""
+        from nbagent.viz.graph import pipe_dot
+
+        target = os.fspath(path)
+        suffix = os.path.splitext(target)[1].lower()
+        if suffix in (".dot", ".gv"):
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(self.source)
+        elif suffix in (".svg", ".png", ".pdf"):
+            data = pipe_dot(self.source, suffix[1:])
+            with open(target, "wb") as fh:
+                fh.write(data)
+        else:
+            raise ValueError(
+                f"cannot save a graph as {suffix or 'a file without suffix'!r} ({target!r}); "
+                "use .dot, .gv, .svg, .png or .pdf"
+            )
+        return target
+
+    def __repr__(self) -> str:
+        return f"DotDisplay({self.title!r}, {self.source.count(chr(10))} lines of DOT)"
+
+    def _repr_mimebundle_(
+        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": repr(self)}
+        svg = None if self.renderer == "html" else _svg_or_none(self.source)
+        if svg is not None:
+            bundle["image/svg+xml"] = svg
+        else:
+            try:
+                bundle["text/html"] = self.html()
+            except Exception as err:  # noqa: BLE001
+                bundle["text/html"] = error_html("this graph could not be drawn", err)
+        keep = set(include) if include else None
+        drop = set(exclude or ())
+        return {k: v for k, v in bundle.items() if k == "text/plain" or ((keep is None or k in keep) and k not in drop)}
+
+
+# ----- workflows and agents ------------------------------------------------------------------
+
+
+def steps_fallback_html(workflow: Workflow) -> str:
+    """The steps as a table: what each takes and returns (the drawing without Graphviz)."""
+    rows = []
+    for spec in workflow.steps.values():
+        takes = ", ".join(t.__name__ for t in spec.accepts)
+        gives = ", ".join(t.__name__ for t in spec.returns) or "nothing"
+        workers = f" ({spec.num_workers} at a time)" if spec.num_workers > 1 else ""
+        rows.append(
+            f"<tr><td><code>{html_text(spec.name)}</code>{html_text(workers)}</td>"
+            f"<td>{html_text(takes)}</td><td>{html_text(gives)}</td>"
+            f"<td>{html_text(preview(spec.doc, _PREVIEW))}</td></tr>"
+        )
+    return (
+        '<table class="nb-steps"><tr><th>step</th><th>takes</th><th>returns</th><th>what</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def agents_fallback_html(workflow: Any) -> str:
+    """The agents as a table: kind, model, tools, who they may hand off to."""
+    rows = []
+    for agent in workflow.agents.values():
+        root = " " + _badge("root", "nb-b-info") if agent.name == workflow.root_agent else ""
+        tools = " ".join(f"<code>{html_text(t.name, 64)}</code>" for t in agent.tools) or '<span class="nb-muted">none</span>'
+        targets = ", ".join(workflow.handoff_targets(agent.name)) or "nobody"
+        rows.append(
+            f"<tr><td><code>{html_text(agent.name, 100)}</code>{root}</td>"
+            f"<td>{html_text(type(agent).__name__)}</td>"
+            f"<td>{html_text(preview(agent.description, _PREVIEW))}</td><td>{tools}</td>"
+            f"<td>{html_text(preview(targets, _PREVIEW))}</td></tr>"
+        )
+    return (
+        '<table class="nb-agents"><tr><th>agent</th><th>kind</th><th>does</th><th>tools</th>'
+        "<th>hands off to</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def workflow_html(workflow: Workflow) -> str:
+    """A workflow: for an AgentWorkflow its agents and handoffs, then its steps and events."""
+
+    def build() -> str:
+        from nbagent.viz.workflow_dot import agents_to_dot, workflow_to_dot
+
+        name = type(workflow).__name__
+        agents = getattr(workflow, "agents", None)
+        timeout = "none" if workflow.timeout is None else f"{workflow.timeout:g} s"
+        if isinstance(agents, dict) and agents:
+            head = (
+                f'<div class="nb-head">{html_text(name)} · {len(agents)} agent'
+                f'{"s" if len(agents) != 1 else ""} · root <code>{html_text(workflow.root_agent)}</code></div>'  # type: ignore[attr-defined]
+            )
+            body = _graph_block(agents_to_dot(workflow), lambda: agents_fallback_html(workflow))
+            body += _kv([("timeout", html_text(timeout)),
+                         ("max_iterations", html_text(getattr(workflow, "max_iterations", "")))])
+            steps = _graph_block(workflow_to_dot(workflow), lambda: steps_fallback_html(workflow))
+            body += _details(f"{len(workflow.steps)} steps and the events between them", steps)
+        else:
+            head = f'<div class="nb-head">Workflow · {html_text(name)} · {len(workflow.steps)} steps</div>'
+            body = _graph_block(workflow_to_dot(workflow), lambda: steps_fallback_html(workflow))
+            body += _kv([("timeout", html_text(timeout))])
+        return _card("workflow", head + body)
+
+    return _safely("this workflow could not be drawn", build)
+
+
+def agent_html(agent: BaseWorkflowAgent) -> str:
+    """An agent: kind, model, description, tools, handoff targets, system prompt."""
+
+    def build() -> str:
+        kind = type(agent).__name__
+        head = f'<div class="nb-head">{html_text(kind)} · <code>{html_text(agent.name, 100)}</code></div>'
+        tools = " ".join(f"<code>{html_text(t.name, 64)}</code>" for t in agent.tools)
+        rows = [
+            ("description", html_text(agent.description, 2000)),
+            ("model", f"<code>{html_text(preview(getattr(agent.llm, 'model', type(agent.llm).__name__), 80))}</code>"),
+            ("tools", tools or '<span class="nb-muted">none</span>'),
+        ]
+        if agent.tool_retriever is not None:
+            rows.append(("tool retriever", f"<code>{html_text(type(agent.tool_retriever).__name__)}</code>"))
+        handoff = "any other agent" if agent.can_handoff_to is None else (", ".join(agent.can_handoff_to) or "nobody")
+        rows.append(("can hand off to", html_text(handoff, 500)))
+        body = _kv(rows)
+        if agent.system_prompt:
+            body += _details("system prompt", _pre(agent.system_prompt))
+        return _card("agent", head + body)
+
+    return _safely("this agent could not be drawn", build)
+
+
+# ----- events --------------------------------------------------------------------------------
+
+
+def _value_html(value: Any) -> str:
+    from nbagent.messages import ChatMessage, ToolOutput, ToolSelection
+
+    if isinstance(value, ChatMessage):
+        return _transcript_body([value])
+    if isinstance(value, list) and value and all(isinstance(v, ChatMessage) for v in value):
+        return _details(f"{len(value)} message{'s' if len(value) != 1 else ''}", _transcript_body(value))
+    if isinstance(value, list) and value and all(isinstance(v, ToolSelection) for v in value):
+        calls = (f"{safe_str(c.tool_name)}({args_preview(c.tool_kwargs)})" for c in value)
+        return "<br>".join(f"<code>{html_text(preview(c, 200))}</code>" for c in calls)
+    if isinstance(value, ToolOutput):
+        return _tool_call_block(value, open_=True)
+    if isinstance(value, dict):
+        return f"<code>{html_text(preview(args_preview(value), 400))}</code>"
+    if isinstance(value, str):
+        return _pre(value) if "\n" in value or len(value) > _PREVIEW else html_text(value)
+    return f"<code>{html_text(preview(value, 400))}</code>"
+
+
+def event_html(event: Event) -> str:
+    """An event: its class and fields (messages as a transcript, tool outputs as a call)."""
+
+    def build() -> str:
+        fields = event.fields()
+        name = type(event).__name__
+        agent = fields.get("current_agent_name")
+        who = f" · <code>{html_text(agent, 100)}</code>" if isinstance(agent, str) else ""
+        head = f'<div class="nb-head">Event · {html_text(name)}{who}</div>'
+        rows = []
+        for key, value in fields.items():
+            if key == "current_agent_name" or (key in ("raw", "retry_messages", "tool_calls") and not value):
+                continue
+            rows.append((key, _value_html(value)))
+        body = _kv(rows) if rows else _line("no fields", "nb-muted")
+        return _card("event", head + body)
+
+    return _safely("this event could not be drawn", build)
+
+
+# ----- runs ----------------------------------------------------------------------------------
+
+
+def run_timeline_html(trace: RunTrace) -> str:
+    """A run as a list of agent steps and tool calls (the run graph without Graphviz)."""
+    if not trace.turns:
+        return _line("no agent step yet", "nb-muted")
+    items = []
+    for turn in trace.turns:
+        badge = _badge(turn.status, "nb-s-blocked" if turn.status == "retry" else _RUN_STATUS.get(turn.status, "nb-s-queued"))
+        via = f'<span class="nb-muted">{html_text(turn.via)}</span>' if turn.via not in ("start", "tools", "next") else ""
+        lines = [_line(f"{badge} <b>{html_text(turn.agent, 100)}</b> · step {turn.index + 1} {via}")]
+        if turn.text:
+            lines.append(_line(html_text(preview(turn.text, _PREVIEW))))
+        for call in turn.tool_calls:
+            status = _badge(call.status, _CALL_STATUS.get(call.status, "nb-s-queued"))
+            text = f"{safe_str(call.tool_name)}({args_preview(call.kwargs)})"
+            lines.append(_line(f"{status} <code>{html_text(preview(text, _PREVIEW))}</code>"))
+            if call.question is not None:
+                lines.append(_line(f'<span class="nb-muted">asks:</span> {html_text(preview(call.question, _PREVIEW))}'))
+            if call.answer is not None:
+                lines.append(_line(f'<span class="nb-muted">person:</span> {html_text(preview(call.answer, _PREVIEW))}'))
+            if call.result is not None:
+                cls = "nb-error" if call.status == "error" else ""
+                lines.append(_line(f'<span class="nb-muted">→</span> {html_text(preview(call.result, _PREVIEW))}', cls))
+        if turn.handoff_to:
+            reason = f": {preview(turn.handoff_reason, _PREVIEW)}" if turn.handoff_reason else ""
+            lines.append(_line(f"<b>handoff → {html_text(turn.handoff_to, 100)}</b>{html_text(reason)}"))
+        cls = {"running": "running", "done": "done", "retry": "blocked"}.get(turn.status, "queued")
+        items.append(f'<li class="nb-l-{cls}">{"".join(lines)}</li>')
+    return f'<ol class="nb-timeline">{"".join(items)}</ol>'
+
+
+def run_html(trace: RunTrace, source: str | None = None) -> str:
+    """A run as a card: status, answer or error, and its graph (or the list without Graphviz)."""
+
+    def build() -> str:
+        from nbagent.viz.workflow_dot import run_to_dot
+
+        status = _badge(trace.status, _RUN_STATUS.get(trace.status, "nb-s-queued"))
+        active = f" · active <code>{html_text(trace.active_agent, 100)}</code>" if trace.active_agent else ""
+        head = f'<div class="nb-head">Run {status}{active}</div>'
+        rows = []
+        if trace.user_msg is not None:
+            rows.append(("user", html_text(preview(trace.user_msg, 400))))
+        if trace.answer is not None:
+            by = _line(f"by <code>{html_text(trace.answered_by, 100)}</code>", "nb-muted") if trace.answered_by else ""
+            rows.append(("answer", _pre(trace.answer) + by))
+        if trace.error is not None:
+            rows.append(("error", f'<span class="nb-error">{html_text(preview(trace.error, 400))}</span>'))
+        body = _kv(rows) if rows else ""
+        body += _graph_block(source if source is not None else run_to_dot(trace), lambda: run_timeline_html(trace))
+        return _card("run", head + body)
+
+    return _safely("this run could not be drawn", build)

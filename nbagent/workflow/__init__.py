@@ -1,0 +1,80 @@
+"""nbagent's own event-driven workflow engine, and multi-agent AgentWorkflow built on it.
+
+Importing this package imports no widget, Graphviz or OpenAI code.
+"""
+
+from nbagent.workflow.agent_events import (
+    AgentInput,
+    AgentOutput,
+    AgentSetup,
+    AgentStream,
+    ToolCall,
+    ToolCallResult,
+)
+from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
+from nbagent.workflow.context import Context, current_context
+from nbagent.workflow.decorators import StepSpec, step
+from nbagent.workflow.errors import (
+    CheckpointError,
+    WorkflowCancelledError,
+    WorkflowError,
+    WorkflowRuntimeError,
+    WorkflowTimeoutError,
+    WorkflowValidationError,
+)
+from nbagent.workflow.events import (
+    Event,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    StartEvent,
+    StopEvent,
+)
+from nbagent.workflow.human import ask_human
+from nbagent.workflow.multi_agent import (
+    DEFAULT_HANDOFF_OUTPUT_PROMPT,
+    DEFAULT_HANDOFF_PROMPT,
+    DEFAULT_STATE_PROMPT,
+    AgentWorkflow,
+    MaxAgentIterationsError,
+)
+from nbagent.workflow.runtime import WorkflowHandler
+from nbagent.workflow.tools import workflow_tool
+from nbagent.workflow.trace import RunTrace
+from nbagent.workflow.workflow import Workflow
+
+__all__ = [
+    "AgentWorkflow",
+    "BaseWorkflowAgent",
+    "FunctionAgent",
+    "ReActAgent",
+    "AgentInput",
+    "AgentSetup",
+    "AgentStream",
+    "AgentOutput",
+    "ToolCall",
+    "ToolCallResult",
+    "DEFAULT_HANDOFF_PROMPT",
+    "DEFAULT_HANDOFF_OUTPUT_PROMPT",
+    "DEFAULT_STATE_PROMPT",
+    "MaxAgentIterationsError",
+    "ask_human",
+    "workflow_tool",
+    "RunTrace",
+    "Workflow",
+    "step",
+    "StepSpec",
+    "Context",
+    "current_context",
+    "WorkflowHandler",
+    "Event",
+    "StartEvent",
+    "StopEvent",
+    "InputRequiredEvent",
+    "HumanResponseEvent",
+    "WorkflowError",
+    "WorkflowValidationError",
+    "WorkflowRuntimeError",
+    "WorkflowTimeoutError",
+    "WorkflowCancelledError",
+    "CheckpointError",
+]
