@@ -1,10 +1,19 @@
-# nbagent: the README's commands. `make test` is the one command that sets up and runs every test.
+# nbagent: the README's commands. On a fresh machine:
+#   make lab    sets up .venv and opens JupyterLab on notebooks/ (the main job)
+#   make test   sets up .venv and runs every test: unit tests, nbval (strict) over every
+#               notebook, the binder environment and the real-browser test (.ci/run calls it)
+#   make demo   headless: runs the quick start offline, writes demo_output/report.html + dag.svg
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_OUT ?= demo_output
+# extra JupyterLab options, e.g. make lab LAB_FLAGS="--no-browser --port=8899"
+LAB_FLAGS ?=
+# JupyterLab refuses to run as root unless told
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--ServerApp.allow_root=True)
 
-.PHONY: setup test unit bench lab clean
+.PHONY: setup test unit nbval bench lab demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,14 +23,30 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Everything: tests/test_notebooks.py runs `pytest --nbval` (strict, tests/nbval_sanitize.cfg)
+# on every notebooks/*.ipynb, offline; tests/test_binder.py builds binder/'s pinned env.
 test: $(STAMP)
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q
+
+# The fast part only: no notebooks, no binder env, no browser.
+unit: $(STAMP)
+	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q --ignore=tests/browser \
+		--ignore=tests/test_notebooks.py --ignore=tests/test_binder.py
+
+# nbval directly, one line per cell (make test runs the same through tests/test_notebooks.py).
+nbval: $(STAMP)
+	env -u OPENAI_API_KEY -u OPENAI_BASE_URL -u NBAGENT_MODEL NBAGENT_BLOCK_NETWORK=1 \
+		$(PY) -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 lab: $(STAMP)
-	$(PY) -m jupyterlab notebooks
+	$(PY) -m jupyterlab --ServerApp.root_dir=notebooks \
+		--LabApp.default_url=/lab/tree/01_quickstart.ipynb $(ROOT_FLAG) $(LAB_FLAGS)
+
+demo: $(STAMP)
+	NBAGENT_BLOCK_NETWORK=1 $(PY) -m nbagent.demo --out $(DEMO_OUT)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(DEMO_OUT)

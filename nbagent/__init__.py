@@ -33,18 +33,27 @@ _EXPORTS: dict[str, str] = {
     "FunctionTool": "nbagent.tools",
     "ToolMetadata": "nbagent.tools",
     "AppendLog": "nbagent.runner.snapshot",
+    # save / load, time travel, cost, report
+    "PersistError": "nbagent.persist",
+    "allow_type": "nbagent.persist",
+    "Branch": "nbagent.branches",
+    "Pricing": "nbagent.costs",
+    "set_pricing": "nbagent.costs",
+    "write_report": "nbagent.report",
     # models
     "LLM": "nbagent.llms",
     "ChatResponse": "nbagent.llms",
     "OpenAILLM": "nbagent.llms",
     "ScriptedLLM": "nbagent.llms",
     "FunctionLLM": "nbagent.llms",
+    "ReplayLLM": "nbagent.llms",
     "ScriptExhaustedError": "nbagent.llms",
     "tool_call": "nbagent.llms.scripted",
     "block_network": "nbagent.llms",
     "NetworkBlockedError": "nbagent.llms",
     # runners and workers
     "AgentRunner": "nbagent.runner.base",
+    "ParallelAgentRunner": "nbagent.runner.parallel",
     "TaskState": "nbagent.runner.state",
     "TaskStatus": "nbagent.runner.state",
     "StepStatus": "nbagent.runner.state",
@@ -53,12 +62,21 @@ _EXPORTS: dict[str, str] = {
     "BaseAgentWorker": "nbagent.workers.base",
     "CustomSimpleAgentWorker": "nbagent.workers.custom",
     "FnAgentWorker": "nbagent.workers.fn",
+    "PlannerAgentWorker": "nbagent.workers.planner",
+    "MultimodalReActAgentWorker": "nbagent.workers.multimodal",
+    "ImageDocument": "nbagent.workers.multimodal",
     "ReActAgentWorker": "nbagent.workers.react",
     "FunctionCallingAgentWorker": "nbagent.workers.function_calling",
     "OpenAIAgentWorker": "nbagent.workers.function_calling",
+    "AgentPanel": "nbagent.viz.panel",
+    "LiveGraph": "nbagent.viz.live",
+    "StepGraph": "nbagent.viz.graph",
     "ReActAgent": "nbagent.agents",
     "OpenAIAgent": "nbagent.agents",
     "FunctionCallingAgent": "nbagent.agents",
+    # multi-agent workflows
+    "AgentWorkflow": "nbagent.workflow",
+    "Workflow": "nbagent.workflow",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -80,6 +98,8 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.agents import FunctionCallingAgent, OpenAIAgent, ReActAgent
     from nbagent.events import EventDispatcher
+    from nbagent.branches import Branch
+    from nbagent.costs import Pricing, set_pricing
     from nbagent.ids import new_id, seed_ids, seeded_ids
     from nbagent.llms import (
         LLM,
@@ -87,6 +107,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
         FunctionLLM,
         NetworkBlockedError,
         OpenAILLM,
+        ReplayLLM,
         ScriptedLLM,
         ScriptExhaustedError,
         block_network,
@@ -95,6 +116,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.memory import ChatMemoryBuffer
     from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
     from nbagent.runner.base import AgentRunner, TaskStateError, UnknownTaskError
+    from nbagent.runner.parallel import ParallelAgentRunner
+    from nbagent.persist import PersistError, allow_type
+    from nbagent.report import write_report
     from nbagent.runner.snapshot import AppendLog
     from nbagent.runner.state import StepStatus, TaskState, TaskStatus
     from nbagent.schema import (
@@ -108,5 +132,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.workers.base import BaseAgentWorker
     from nbagent.workers.custom import CustomSimpleAgentWorker
     from nbagent.workers.fn import FnAgentWorker
+    from nbagent.workers.multimodal import ImageDocument, MultimodalReActAgentWorker
+    from nbagent.workers.planner import PlannerAgentWorker
     from nbagent.workers.function_calling import FunctionCallingAgentWorker, OpenAIAgentWorker
     from nbagent.workers.react import ReActAgentWorker
+    from nbagent.viz.graph import StepGraph
+    from nbagent.viz.live import LiveGraph
+    from nbagent.viz.panel import AgentPanel

@@ -23,6 +23,8 @@ __all__ = [
     "FunctionLLM",
     "ScriptExhaustedError",
     "OpenAILLM",
+    "ReplayLLM",
+    "ReplayMissError",
 ]
 
 
@@ -31,4 +33,8 @@ def __getattr__(name: str) -> Any:
         from nbagent.llms.openai import OpenAILLM
 
         return OpenAILLM
+    if name in ("ReplayLLM", "ReplayMissError"):  # record/replay cassettes: json, hashlib
+        from nbagent.llms import replay
+
+        return getattr(replay, name)
     raise AttributeError(f"module 'nbagent.llms' has no attribute {name!r}")
