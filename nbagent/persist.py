@@ -44,7 +44,6 @@ import json
 import math
 import os
 import random
-import tempfile
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -54,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from nbagent import ids as _ids
+from nbagent._files import atomic_write_text
 from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.messages import TokenUsage
 from nbagent.runner.snapshot import AppendLog, _Saved
@@ -759,33 +759,6 @@ def _snapshot_to_dict(enc: _Encoder, snap: StepSnapshot, path: Path_) -> dict[st
             if f.name not in _SNAPSHOT_FIELDS
         }
     return record
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it the usual mode
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return target
 
 
 def save_runner(runner: AgentRunner, path: str | os.PathLike[str]) -> Path:

@@ -27,12 +27,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+from nbagent._files import atomic_write_text
 from nbagent.llms.base import LLM, ChatResponse, ToolChoice
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from nbagent.tools import ToolMetadata
@@ -287,21 +287,7 @@ class ReplayLLM(LLM):
             "interactions": list(self._entries.values()),
         }
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            # mkstemp makes the file private (0600); a cassette is meant to be shared
-            mode = self.path.stat().st_mode & 0o777 if self.path.exists() else 0o644
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_text(self.path, text)
 
     # -- lookup and record -----------------------------------------------------------------
 

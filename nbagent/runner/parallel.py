@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ from typing import Any
 
 from nbagent import _sync
 from nbagent.events import StepUndone
-from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
 from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
@@ -90,34 +88,13 @@ class ParallelAgentRunner(AgentRunner):
     def __init__(
         self,
         agent_worker: BaseAgentWorker,
-        chat_history: Sequence[ChatMessage] | None = None,
-        state: Any = None,
-        memory: ChatMemoryBuffer | None = None,
-        llm: Any = None,
-        callback_manager: Any = None,
-        init_task_state_kwargs: dict[str, Any] | None = None,
-        delete_task_on_finish: bool = False,
-        default_tool_choice: str | dict[str, Any] = "auto",
-        verbose: bool = False,
-        keep_history: bool = True,
+        *args: Any,
         max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY,
-        autosave: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
     ) -> None:
+        """Takes ``AgentRunner``'s arguments, plus ``max_concurrency`` (None: no bound)."""
         self.max_concurrency = max_concurrency
-        super().__init__(
-            agent_worker,
-            chat_history=chat_history,
-            state=state,
-            memory=memory,
-            llm=llm,
-            callback_manager=callback_manager,
-            init_task_state_kwargs=init_task_state_kwargs,
-            delete_task_on_finish=delete_task_on_finish,
-            default_tool_choice=default_tool_choice,
-            verbose=verbose,
-            keep_history=keep_history,
-            autosave=autosave,
-        )
+        super().__init__(agent_worker, *args, **kwargs)
 
     @property
     def max_concurrency(self) -> int | None:

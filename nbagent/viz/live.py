@@ -186,6 +186,25 @@ def _view_class() -> Any:
     return _VIEW_CLASS or None
 
 
+def graph_widget(renderer: str, dot_source: str) -> tuple[Any, bool]:
+    """The widget that draws DOT: graphviz-anywidget in the browser (WASM, no system
+    Graphviz), or an HTML widget filled from the server. Returns it and whether it draws in
+    the browser."""
+    if renderer not in ("auto", "anywidget", "html"):
+        raise ValueError(f"renderer must be 'auto', 'anywidget' or 'html', got {renderer!r}")
+    cls = _view_class() if renderer != "html" else None
+    if renderer == "anywidget" and cls is None:
+        raise ImportError(
+            "renderer='anywidget' needs the graphviz-anywidget package "
+            "(pip install graphviz-anywidget); use renderer='auto' to fall back to HTML"
+        )
+    import ipywidgets as W
+
+    widget: Any = cls(dot_source=dot_source, enable_zoom=False) if cls is not None else W.HTML(value="")
+    widget.add_class("nbagent-livegraph")
+    return widget, cls is not None
+
+
 def _resolve_task_id(runner: AgentRunner, task: TaskRef | None) -> str | None:
     if task is None:
         return next(reversed(runner.tasks), None) if runner.tasks else None
@@ -213,8 +232,6 @@ class LiveGraph:
     ) -> None:
         from nbagent.viz.dot import check_options
 
-        if renderer not in ("auto", "anywidget", "html"):
-            raise ValueError(f"renderer must be 'auto', 'anywidget' or 'html', got {renderer!r}")
         check_options(**dot_kwargs)
         self.runner = runner
         self.dot_kwargs = dict(dot_kwargs)
@@ -222,20 +239,7 @@ class LiveGraph:
         self._source = ""
         self.redraws = 0
         self._draw_lock = threading.RLock()
-        cls = _view_class() if renderer != "html" else None
-        if renderer == "anywidget" and cls is None:
-            raise ImportError(
-                "renderer='anywidget' needs the graphviz-anywidget package "
-                "(pip install graphviz-anywidget); use renderer='auto' to fall back to HTML"
-            )
-        import ipywidgets as W
-
-        self.in_browser = cls is not None
-        if cls is not None:
-            self.widget: Any = cls(dot_source=EMPTY_DOT, enable_zoom=False)
-        else:
-            self.widget = W.HTML(value="")
-        self.widget.add_class("nbagent-livegraph")
+        self.widget, self.in_browser = graph_widget(renderer, EMPTY_DOT)
         self._throttle = Throttle(self._draw, throttle_s)
         self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
         self._draw()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from nbagent.viz.escape import html_text
-from nbagent.viz.live import Throttle, _view_class, widget_bundle
+from nbagent.viz.live import Throttle, graph_widget, widget_bundle
 
 if TYPE_CHECKING:
     from nbagent.workflow.events import Event
@@ -67,17 +67,8 @@ class WorkflowLiveView:
         self._source = ""
         self.redraws = 0
         self._lock = threading.RLock()
-        cls = _view_class() if renderer != "html" else None
-        if renderer == "anywidget" and cls is None:
-            raise ImportError(
-                "renderer='anywidget' needs the graphviz-anywidget package "
-                "(pip install graphviz-anywidget); use renderer='auto' to fall back to HTML"
-            )
-        import ipywidgets as W
-
-        self.in_browser = cls is not None
-        self.widget: Any = cls(dot_source="", enable_zoom=False) if cls is not None else W.HTML(value="")
-        self.widget.add_class("nbagent-livegraph")
+        self.widget: Any
+        self.widget, self.in_browser = graph_widget(renderer, "")
         self._throttle = Throttle(self._draw, throttle_s)
         self._draw()
         if handler is not None:

@@ -11,8 +11,6 @@ not care). Screenshots go to ``$SCREENSHOT_DIR`` (default ``artifacts/screenshot
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import time
 from pathlib import Path
