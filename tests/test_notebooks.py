@@ -190,8 +190,9 @@ def _builder(notebook: Path) -> Any | None:
 def test_notebook_matches_its_builder(notebook: Path) -> None:
     """A builder edited without rebuilding its notebook is caught here."""
     module = _builder(notebook)
-    if module is None:
-        pytest.skip(f"no builder with NAME/CELLS for {notebook.name}")
+    assert module is not None, (
+        f"{notebook.name} has no builder: notebooks/build/build_{notebook.stem[:2]}.py with NAME and CELLS"
+    )
     built = [(c.cell_type, c.source) for c in module.CELLS]
     stored = [(c.cell_type, c.source) for c in read(notebook).cells]
     assert stored == built, (

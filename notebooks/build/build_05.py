@@ -1,0 +1,174 @@
+"""Build notebooks/05_control_panel.ipynb: the control panel, for a workshop.
+
+Run from the repo root: ``.venv/bin/python notebooks/build/build_05.py``.
+"""
+
+from __future__ import annotations
+
+from tutorial_kit import build, code, md, real_model_cells
+
+NAME = "05_control_panel"
+
+CELLS = [
+    md("""
+# 05 · The control panel: an agent loop with buttons
+
+For a workshop, or to explore a model by hand: `agent.panel(task)` shows the agent's loop as
+a panel of buttons, a live step graph, the streamed tokens of the running step, a step
+inspector and the chat transcript.
+
+- **Run step** runs the next step, **Run to end** keeps going until the task is done (press
+  **Stop** to pause), **Undo** takes the last step back, **Retry** runs a failed step again,
+  **Abandon** drops the task.
+- Text typed in the box beside the buttons becomes the **input of the next step**.
+- **New task** starts another task; the **Task** picker switches between them.
+
+Every button has a Python twin (`panel.step()` does what a click on **Run step** does), which
+is how this notebook drives it below, so it also runs unattended. Runs happen in the
+background: the notebook stays responsive while the agent works.
+
+The model is a `ScriptedLLM` (offline); it fails once on purpose so there is something to retry.
+"""),
+    code("""
+from nbagent import ReActAgent, ScriptedLLM, seed_ids
+
+seed_ids(0)
+"""),
+    code('''
+PRICES = {"apple": 0.5, "bread": 2.25, "cheese": 4.0}
+
+
+def price(item: str) -> float:
+    """The price of one item, in euros."""
+    return PRICES[item.lower()]
+
+
+def total(amounts: list[float]) -> float:
+    """Add up a list of amounts."""
+    return round(sum(amounts), 2)
+'''),
+    code("""
+llm = ScriptedLLM([
+    'Thought: I need the price of bread.\\nAction: price\\nAction Input: {"item": "bread"}',
+    'Thought: Now the cheese.\\nAction: price\\nAction Input: {"item": "cheese"}',
+    'Thought: The user also wants apples; I need their price.\\nAction: price\\nAction Input: {"item": "apple"}',
+    ConnectionError("the model's server went away"),
+    'Thought: The user also wants apples; I need their price.\\nAction: price\\nAction Input: {"item": "apple"}',
+    'Thought: Two apples, bread and cheese.\\nAction: total\\nAction Input: {"amounts": [0.5, 0.5, 2.25, 4.0]}',
+    "Thought: I have the total.\\nAnswer: Bread, cheese and two apples cost 7.25 euros.",
+])
+"""),
+    *real_model_cells(
+        note="With a real model, run the panel by hand: the scripted failure below will not happen."
+    ),
+    md("""
+## The panel
+
+Create an agent and a task, then display the panel. In JupyterLab (or Notebook 7, VS Code)
+this is the live widget: try its buttons. Where widgets cannot run (GitHub, nbconvert), a
+static picture of it is shown instead.
+"""),
+    code("""
+agent = ReActAgent.from_tools([price, total], llm=llm)
+task = agent.create_task("How much for a bread and a cheese?")
+panel = agent.panel(task)
+panel
+"""),
+    md("""
+## Drive it from Python
+
+Each twin starts the work in the background and returns at once; `await panel.wait()` waits
+for it (top-level `await` works in a notebook cell). The panel above redraws as it goes.
+"""),
+    code("""
+panel.step()
+await panel.wait()
+print(panel)
+"""),
+    code("""
+panel.step()
+await panel.wait()
+print(panel.last_output.tool_outputs[0].content if panel.last_output else None)
+"""),
+    md("""
+**Inject input**: what `panel.inject(...)` (or the text box) holds becomes the next step's
+input, here a change of mind from the user.
+"""),
+    code("""
+panel.inject("Add two apples to that, please.")
+panel.step()
+await panel.wait()
+print(panel.last_output.tool_outputs[0].content if panel.last_output else None)
+print(panel)
+"""),
+    md("""
+**Undo** takes that step back (greyed in the graph): its model call, its tool call and the
+injected message are gone from the task, and the step is queued again with its own input.
+"""),
+    code("""
+panel.undo()
+print(panel)
+print("queued:", [s.input for s in agent.get_upcoming_steps(task)])
+"""),
+    md("""
+**A failure**: inject the text again and run the step; this time the model call fails. The
+panel does not raise: it shows the error (red node, status line) and the twin returns the
+exception. Nothing is lost: the injected text is back in the box, and **Retry** runs the same
+step again.
+"""),
+    code("""
+panel.inject("Add two apples to that, please.")
+panel.step()
+result = await panel.wait()
+print("the step returned:", type(result).__name__, "-", result)
+print("in the input box:", panel.inject_box.value)
+print(panel)
+"""),
+    code("""
+panel.retry()
+await panel.wait()
+print(panel)
+"""),
+    md("""
+**Run to end** keeps stepping until the answer (the answer streams into the panel's
+*Streaming* box as it arrives). With `auto_finalize` (the default), the finished task's
+messages join the agent's memory, as `agent.chat` does.
+"""),
+    code("""
+panel.run()
+await panel.wait()
+print(panel)
+print(agent.state_of(task).final_response)
+"""),
+    md("""
+The task's whole history: the undone step and the retried one included.
+"""),
+    code("""
+agent.graph(task)
+"""),
+    md("""
+The panel once more, as it is now (a second view of the same widget):
+"""),
+    code("""
+panel
+"""),
+    md("""
+## Running a workshop
+
+- **Setup, once per machine**: `make lab` in a clone of the repository installs everything
+  into `.venv` and opens JupyterLab here. No key and no network are needed: every notebook
+  runs on offline models.
+- **Everyone** opens this notebook, runs it top to bottom, then plays with the buttons:
+  `panel.new_task("...")` or the **New task** box starts a fresh task on the same agent.
+- **With a real model**: set `OPENAI_API_KEY` (or `OPENAI_BASE_URL` for a local server such as
+  Ollama) and `NBAGENT_MODEL` before `make lab`, and run the optional cell above.
+- **Long runs**: **Stop** pauses after the running step (`panel.stop(cancel=True)` also
+  cancels it, and **Retry** runs it again).
+- `panel.close()` stops the panel listening to the agent.
+
+Next: [06 · Memory, abandon and chat](06_memory_abandon_chat.ipynb).
+"""),
+]
+
+if __name__ == "__main__":
+    build(NAME, CELLS)

@@ -1,0 +1,223 @@
+"""Build notebooks/08_agent_workflow.ipynb: two agents hand off, a live view of the run, a person
+in the loop, and a run saved as JSON and resumed.
+
+Run from the repo root: ``.venv/bin/python notebooks/build/build_08.py``.
+"""
+
+from __future__ import annotations
+
+from tutorial_kit import build, code, md, real_model_cells
+
+NAME = "08_agent_workflow"
+
+CELLS = [
+    md("""
+# 08 · Agents that hand off: `AgentWorkflow`
+
+Some requests need more than one agent. In an `AgentWorkflow` each agent has its own prompt,
+model and tools, and a `handoff` tool to pass the conversation on. One agent works at a time.
+
+In this notebook a **researcher** looks facts up and hands off to a **writer**. You will watch
+the run as a graph, answer a question a tool asks in the middle of a run, and save a waiting
+run as JSON and resume it. It runs offline with a scripted model; one marked cell switches to a
+real model.
+"""),
+    md("""
+`seed_ids(0)` makes the ids the same on every run, so the outputs below do not change.
+"""),
+    code("""
+import json
+
+from nbagent import ScriptedLLM, seed_ids, tool_call
+from nbagent.viz.workflow_live import WorkflowLiveView
+from nbagent.workflow import AgentWorkflow, Context, FunctionAgent, ask_human
+
+seed_ids(0)
+"""),
+    md("""
+## Tools
+
+Tools are plain functions. `publish` takes the run's `Context` as `ctx` (the model never sees
+that argument) and uses it to ask the person before it acts.
+"""),
+    code('''
+NOTES = {
+    "paris": "Paris: 2.1 million people, on the Seine. Today: sunny, 24 °C.",
+    "oslo": "Oslo: 0.7 million people, on a fjord. Today: light rain, 12 °C.",
+}
+
+
+def search_notes(topic: str) -> str:
+    """Look a topic up in the team's notes."""
+    return NOTES.get(topic.lower(), f"No notes about {topic}.")
+
+
+async def publish(ctx: Context, title: str) -> str:
+    """Publish the last summary under a title, once the person approves."""
+    answer = await ask_human(ctx, f"Publish the summary as '{title}'? (yes/no)")
+    if answer.strip().lower() != "yes":
+        return f"Not published: the person said {answer!r}."
+    return f"Published '{title}'."
+'''),
+    md("""
+## An offline model
+
+A `ScriptedLLM` plays the model: every call returns the next reply of its script. Both agents
+share it here, so the script lists their replies in the order the run asks for them. A reply
+made with `tool_call(...)` asks for a tool, like a real model's tool call.
+"""),
+    code("""
+llm = ScriptedLLM([
+    # the researcher
+    tool_call("search_notes", topic="Paris"),
+    tool_call("handoff", to_agent="writer", reason="the facts are in; a summary is needed"),
+    # the writer
+    "Paris today: sunny and 24 °C in a city of 2.1 million on the Seine.",
+    tool_call("publish", title="Paris today"),
+    "Done: the summary is published as 'Paris today'.",
+])
+"""),
+    *real_model_cells(note="The outputs stored below come from the offline model; a real model chooses its own tool calls and words."),
+    md("""
+## Two agents
+
+`can_handoff_to` says who an agent may hand off to; `root_agent` says who starts. The drawing
+shows the agents and the handoffs they may make.
+"""),
+    code("""
+researcher = FunctionAgent(
+    name="researcher",
+    description="Looks facts up in the team's notes.",
+    system_prompt="Find the facts, then hand off to the writer.",
+    tools=[search_notes],
+    llm=llm,
+    can_handoff_to=["writer"],
+)
+writer = FunctionAgent(
+    name="writer",
+    description="Writes short summaries and publishes them.",
+    system_prompt="Write a two-line summary of the facts in the conversation.",
+    tools=[publish],
+    llm=llm,
+)
+workflow = AgentWorkflow([researcher, writer], root_agent="researcher")
+workflow.draw_agents()
+"""),
+    md("""
+Under the hood a workflow is a set of steps that pass typed events to each other. This is
+every path a run can take:
+"""),
+    code("""
+workflow.draw()
+"""),
+    md("""
+## Watch a run
+
+The live view draws each agent as a box holding its steps and tool calls; a purple edge is a
+handoff; the active agent has a bold blue border. In Jupyter it redraws while the run goes:
+display it, then run the next cell and watch.
+"""),
+    code("""
+view = WorkflowLiveView(workflow)
+view
+"""),
+    md("""
+`view.run(...)` starts the run and returns its handler at once. `stream_events()` yields what
+the run reports as it goes; `await handler` gives the result, which names the agent that
+answered. A `Context` keeps the conversation for the next run.
+"""),
+    code("""
+ctx = Context(workflow)
+handler = view.run(user_msg="Write a short note about Paris today.", ctx=ctx)
+events = [event async for event in handler.stream_events()]
+result = await handler
+print(f"{result.current_agent_name} answered: {result}")
+"""),
+    md("""
+The events, in order (the streamed pieces of each reply, `AgentStream`, are left out):
+"""),
+    code("""
+for event in events:
+    kind = type(event).__name__
+    if kind != "AgentStream":
+        print(f"{kind:<15} {getattr(event, 'current_agent_name', '') or getattr(event, 'tool_name', '')}")
+"""),
+    md("""
+A still picture of the finished run (it shows on GitHub too):
+"""),
+    code("""
+view.snapshot()
+"""),
+    md("""
+## A person in the loop
+
+The same context continues the conversation with the writer, who answered last. Its `publish`
+tool asks before it acts, so the run pauses. `wait_for_question()` returns the question as soon
+as it is asked.
+"""),
+    code("""
+handler = view.run(user_msg="Publish it as 'Paris today'.", ctx=ctx)
+question = await handler.wait_for_question()
+print(question.prefix)
+"""),
+    md("""
+Type an answer in the box and click **Send**, or answer from code with `box.answer("yes")`
+(or `handler.respond("yes")`). First, though, let us save the waiting run.
+"""),
+    code("""
+box = handler.input_box()
+box
+"""),
+    md("""
+## Save, stop, resume
+
+A run's context is plain JSON (no pickle): its state, the conversation, the steps still to run
+and the question that waits. Save it, stop the run, and resume it later, here or in another
+process.
+"""),
+    code("""
+saved = json.dumps(handler.ctx.to_dict())
+await handler.cancel_run()
+print("run:", handler.status)
+print("saved keys:", sorted(json.loads(saved)["state"]))
+"""),
+    md("""
+`Context.from_dict` loads it; `run(ctx=...)` resumes. The tool that was waiting runs again and
+asks its question again; this time we answer it.
+"""),
+    code("""
+restored = Context.from_dict(workflow, json.loads(saved))
+handler = view.run(ctx=restored)
+question = await handler.wait_for_question()
+print("asked again:", question.prefix)
+
+box = handler.input_box()
+box.answer("yes")  # the same as typing yes and clicking Send
+result = await handler
+print(f"{result.current_agent_name}: {result}")
+"""),
+    code("""
+view.snapshot()
+"""),
+    md("""
+The whole conversation, from the restored context's memory:
+"""),
+    code("""
+memory = await restored.get("memory")
+for message in memory.get_all():
+    text = message.text or ", ".join(f"calls {c.tool_name}" for c in message.tool_calls)
+    print(f"{message.role.value:>9}: {text}")
+"""),
+    md("""
+## What next
+
+- `FunctionAgent` needs a model with a tools API; `ReActAgent` works with any chat model, and
+  `AgentWorkflow.from_tools_or_functions(tools, llm=...)` picks for you.
+- `nbagent.workflow.Workflow` and `@step` let you write your own event-driven workflows.
+- `handler.subscribe(fn)` hands every event to your own code; `RunTrace` is the account of a
+  run the live view draws.
+"""),
+]
+
+if __name__ == "__main__":
+    build(NAME, CELLS)

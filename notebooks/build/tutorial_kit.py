@@ -1,0 +1,125 @@
+"""Shared by the tutorial builders (build_01.py ... build_06.py): cells, the real-model switch,
+and executing a notebook offline so its stored outputs are the ones nbval checks.
+
+A builder lists its cells and calls ``build(name, cells)``: the notebook is executed top to
+bottom in a fresh kernel started in ``notebooks/`` (offline: the OpenAI variables are removed
+and ``NBAGENT_BLOCK_NETWORK=1`` is set), then written with stable cell ids, so rebuilding an
+unchanged notebook gives the same file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent
+REAL_MODEL_HEADING = "## Use a real model (optional)"
+#: Environment variables that would switch a notebook to a real model; removed while building.
+REAL_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NBAGENT_MODEL")
+Cell = Any
+
+
+def md(text: str) -> Cell:
+    return new_markdown_cell(text.strip("\n"))
+
+
+def code(source: str, *, tags: Sequence[str] = ()) -> Cell:
+    cell = new_code_cell(source.strip("\n"))
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def real_model_cells(var: str = "llm", *, default_model: str = "gpt-4o-mini", note: str = "") -> list[Cell]:
+    """The clearly marked cell that swaps the offline model for a real OpenAI-compatible one."""
+    text = f"""
+{REAL_MODEL_HEADING}
+
+Everything above and below runs offline. To use a real model instead, set these environment
+variables before you start Jupyter, then run this cell:
+
+- `OPENAI_API_KEY`: your key (OpenAI), or leave it unset for a local server;
+- `OPENAI_BASE_URL`: e.g. `http://localhost:11434/v1` for Ollama (vLLM and llama.cpp work too);
+- `NBAGENT_MODEL`: the model name, e.g. `gpt-4o-mini` or `llama3.1` (default `{default_model}`).
+
+When none is set, the cell says so and keeps the offline model. {note}
+""".rstrip()
+    source = f"""
+import os
+
+from nbagent import OpenAILLM
+
+if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+    {var} = OpenAILLM(model=os.environ.get("NBAGENT_MODEL", "{default_model}"))
+    print("Using a real model:", {var})
+else:
+    print("No OPENAI_API_KEY or OPENAI_BASE_URL set: staying offline with", {var})
+"""
+    return [md(text), code(source)]
+
+
+def _clean_env() -> None:
+    for name in REAL_MODEL_VARS:
+        os.environ.pop(name, None)
+    os.environ["NBAGENT_BLOCK_NETWORK"] = "1"
+
+
+def execute(nb: Any, *, timeout: int = 120) -> Any:
+    """Run every cell in a new kernel whose working directory is ``notebooks/``."""
+    _clean_env()
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=False,  # widget state is noise in a diff; nbval ignores widget views
+        record_timing=False,  # no timestamps in cell metadata: a rebuild changes nothing
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    client.execute()
+    return nb
+
+
+def _errors(nb: Any) -> list[str]:
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
+    return found
+
+
+def new_tutorial(cells: list[Cell]) -> Any:
+    nb = new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+    )
+    for i, cell in enumerate(nb.cells):  # stable ids: a rebuild gives the same file
+        cell["id"] = f"c{i:02d}-{cell.cell_type[:2]}"
+    return nb
+
+
+def build(name: str, cells: list[Cell], *, before: Callable[[], None] | None = None) -> Path:
+    """Execute the tutorial ``name`` offline and write ``notebooks/{name}.ipynb``."""
+    nb = new_tutorial(cells)
+    if before is not None:
+        before()
+    execute(nb)
+    problems = _errors(nb)
+    if problems:
+        raise SystemExit(f"{name}: cells raised while building:\n" + "\n".join(problems))
+    nb.metadata.get("language_info", {}).pop("version", None)  # the Python patch level is noise
+    path = NOTEBOOKS / f"{name}.ipynb"
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    print(f"wrote {path.relative_to(NOTEBOOKS.parent)}", file=sys.stderr)
+    return path
