@@ -51,6 +51,19 @@ class RecordedRequest(dict):  # type: ignore[type-arg]
         return dict(self)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a stream abandoned, a retry that gave up) is not an error."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeOpenAIServer:
     """The running server: its URL, the replies still to give, and the requests it got."""
 
@@ -59,7 +72,7 @@ class FakeOpenAIServer:
         self.replies: list[Reply] = list(replies)
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd = _QuietServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(
