@@ -629,3 +629,27 @@ def test_html_renderer_works_without_graphviz_anywidget(monkeypatch: pytest.Monk
         LiveGraph(runner, task, renderer="svg")
     with pytest.raises(TypeError, match="unknown graph option"):
         LiveGraph(runner, task, colour="red")
+
+
+def test_status_line_shows_cost_when_prices_are_set() -> None:
+    from nbagent import FnAgentWorker
+    from nbagent.costs import Pricing
+
+    def fn(state: dict) -> tuple[str, bool]:
+        from nbagent.events import record_llm_call
+        from nbagent.messages import TokenUsage
+
+        record_llm_call(TokenUsage(prompt_tokens=1_000_000, completion_tokens=0), 0.0)
+        return "x", state["step"] >= 1
+
+    class Priced(FnAgentWorker):
+        class llm:  # the model name the cost is looked up by
+            model = "m1"
+
+    runner = Priced(fn).as_agent()
+    panel = runner.panel(runner.create_task("go"))
+    panel.step()
+    assert "$" not in panel.status_line.value  # no prices: no money shown
+    runner.pricing = Pricing({"m1": (2.0, 8.0)})
+    panel.step()
+    assert "$4" in panel.status_line.value, panel.status_line.value

@@ -657,6 +657,11 @@ class AgentPanel:
             if counts.get("undone"):
                 parts.append(f"{counts['undone']} undone")
             parts.append(f"{tokens} tokens")
+            from nbagent.costs import task_cost_label
+
+            money = task_cost_label(state)  # None unless prices are set (nbagent.costs)
+            if money is not None:
+                parts.append(html_text(money))
             parts.append(_seconds(latency))
             failed = state.failed_step_id()
             if failed is not None and state.failures:
