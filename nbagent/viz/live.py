@@ -39,12 +39,22 @@ EMPTY_DOT = (
 # d3-graphviz updates the nodes it keeps in place, so a CSS transition on the shapes' paint
 # fades a node from one status colour to the next (graphviz-anywidget turns d3's own
 # transitions off). Scoped to this widget's root class.
+# d3-graphviz keeps each node's and edge's SVG element from one drawing to the next (it joins
+# them by name), so CSS can animate between states: a node changing status fades to its new
+# colour, a new node or edge fades in. Off for people who ask their system for less motion.
 _CSS = """
+@keyframes nbagent-appear { from { opacity: 0; } to { opacity: 1; } }
+.nbagent-livegraph g.node, .nbagent-livegraph g.edge {
+  animation: nbagent-appear 0.4s ease-out;
+}
 .nbagent-livegraph g.node path, .nbagent-livegraph g.node polygon,
 .nbagent-livegraph g.node ellipse {
   transition: fill 0.35s ease, stroke 0.35s ease;
 }
 .nbagent-livegraph svg { max-width: 100%; height: auto; }
+@media (prefers-reduced-motion: reduce) {
+  .nbagent-livegraph * { animation: none !important; transition: none !important; }
+}
 """
 
 

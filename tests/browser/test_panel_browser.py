@@ -106,6 +106,18 @@ def build_notebook(kernel: str) -> nbformat.NotebookNode:
     return nb
 
 
+MARK_NODES_JS = """() => document.querySelectorAll('.nbagent-livegraph svg g.node')
+    .forEach(g => { g.__nbagentSeen = true; })"""
+MARKED_NODES_JS = """() => [...document.querySelectorAll('.nbagent-livegraph svg g.node')]
+    .map(g => g.__nbagentSeen === true)"""
+ANIMATION_JS = """() => {
+  const g = document.querySelector('.nbagent-livegraph svg g.node');
+  const shape = g.querySelector('path, polygon, ellipse');
+  return {appear: getComputedStyle(g).animationName,
+          fill: getComputedStyle(shape).transitionProperty};
+}"""
+
+
 def read_nodes(page: Any) -> list[dict[str, Any]]:
     return list(page.evaluate(NODES_JS))
 
@@ -182,8 +194,15 @@ def test_panel_buttons_drive_the_live_graph(request: pytest.FixtureRequest, vari
 
         for n in (1, 2, 3):
             page.wait_for_function("b => !b.disabled", arg=step_button.element_handle())
+            # mark the drawn nodes: a redraw must update them in place (so CSS can animate the
+            # change of status), not throw them away and draw new ones
+            page.evaluate(MARK_NODES_JS)
             step_button.click()
             wait_for_statuses(page, ["done"] * n + ["queued"], f"after Run step #{n}")
+            kept = page.evaluate(MARKED_NODES_JS)
+            assert kept == [True] * n + [False], f"after Run step #{n}: nodes kept in place {kept}"
+            animation = page.evaluate(ANIMATION_JS)
+            assert animation == {"appear": "nbagent-appear", "fill": "fill, stroke"}, animation
             page.wait_for_function(
                 "([el, n]) => el.textContent.includes(n + ' done')", arg=[status.element_handle(), n])
             shot(f"0{n + 1}_after_step_{n}")
