@@ -310,7 +310,11 @@ def test_injected_human_input_reaches_the_next_request_and_memory() -> None:
     task = runner.create_task("1+2?")
     runner.run_step(task)
     runner.run_step(task, input="Actually use b=10.")
-    assert ("user", "Actually use b=10.") in texts(llm.requests[1].messages)
+    sent = texts(llm.requests[1].messages)
+    assert ("user", "Actually use b=10.") in sent
+    # shown where it happened: after the first action and its observation, not before them
+    assert sent.index(("user", "Actually use b=10.")) == len(sent) - 1
+    assert sent[-2][1].startswith("Observation:") and sent[-3][1].startswith("Thought:")
     runner.run_step(task)
     # still in the prompt afterwards, exactly once
     assert texts(llm.requests[2].messages).count(("user", "Actually use b=10.")) == 1

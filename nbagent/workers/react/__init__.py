@@ -3,6 +3,7 @@
 from nbagent.workers.react.formatter import ReActChatFormatter
 from nbagent.workers.react.output_parser import (
     ActionReasoningStep,
+    HumanReasoningStep,
     ObservationReasoningStep,
     ReActOutputParser,
     ReActParseError,
@@ -21,6 +22,7 @@ __all__ = [
     "ReasoningStep",
     "ActionReasoningStep",
     "ObservationReasoningStep",
+    "HumanReasoningStep",
     "ResponseReasoningStep",
     "REACT_SYSTEM_PROMPT",
     "FORMAT_REMINDER",

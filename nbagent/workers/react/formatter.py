@@ -15,6 +15,7 @@ from nbagent.messages import ChatMessage, MessageRole
 from nbagent.tools import FunctionTool
 from nbagent.workers.react.output_parser import (
     ActionReasoningStep,
+    HumanReasoningStep,
     ObservationReasoningStep,
     ReasoningStep,
 )
@@ -58,7 +59,8 @@ class ReActChatFormatter:
 
         The model's own turns are assistant messages; observations come back as user messages.
         """
-        role = MessageRole.USER if isinstance(step, ObservationReasoningStep) else MessageRole.ASSISTANT
+        from_user = isinstance(step, (ObservationReasoningStep, HumanReasoningStep))
+        role = MessageRole.USER if from_user else MessageRole.ASSISTANT
         message = ChatMessage(role=role, content=step.content)
         return message, MESSAGE_OVERHEAD_TOKENS + count_tokens(step.content)
 

@@ -33,6 +33,7 @@ __all__ = [
     "ReActParseError",
     "ActionReasoningStep",
     "ObservationReasoningStep",
+    "HumanReasoningStep",
     "ResponseReasoningStep",
     "ReasoningStep",
     "ReActOutputParser",
@@ -82,6 +83,22 @@ class ObservationReasoningStep(BaseModel):
         return f"Observation: {self.observation}"
 
 
+class HumanReasoningStep(BaseModel):
+    """Input a person injected between two steps (``run_step(task, input=...)``): shown to
+    the model where it happened, after the reasoning that came before it."""
+
+    kind: Literal["human"] = "human"
+    text: str
+
+    @property
+    def is_done(self) -> bool:
+        return False
+
+    @property
+    def content(self) -> str:
+        return self.text
+
+
 class ResponseReasoningStep(BaseModel):
     """The model's final answer."""
 
@@ -98,7 +115,9 @@ class ResponseReasoningStep(BaseModel):
         return f"Thought: {self.thought}\nAnswer: {self.response}"
 
 
-ReasoningStep = ActionReasoningStep | ObservationReasoningStep | ResponseReasoningStep
+ReasoningStep = (
+    ActionReasoningStep | ObservationReasoningStep | HumanReasoningStep | ResponseReasoningStep
+)
 
 
 def _label(words: str) -> re.Pattern[str]:

@@ -34,6 +34,7 @@ from nbagent.workers.base import BaseAgentWorker
 from nbagent.workers.react.formatter import ReActChatFormatter
 from nbagent.workers.react.output_parser import (
     ActionReasoningStep,
+    HumanReasoningStep,
     ObservationReasoningStep,
     ReActOutputParser,
     ReActParseError,
@@ -186,7 +187,9 @@ class ReActAgentWorker(BaseAgentWorker):
             text = task.input if step.input is None else step.input
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
         elif step.input is not None:  # human input injected by run_step(task, input=...)
+            # in memory for the transcript; in the reasoning so the prompt shows it in order
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
+            self._record(task, HumanReasoningStep(text=step.input))
             if self.verbose:
                 print(f"> User input: {step.input}")
         state["iterations"] = n + 1
@@ -194,7 +197,7 @@ class ReActAgentWorker(BaseAgentWorker):
         messages = self.formatter.format(
             tools,
             task.memory.get(input=task.input),
-            task.scratch_memory.get_all(),
+            task.scratch_memory.get_all()[:1],  # the question; later input is in the reasoning
             state["reasoning"],
             state["reasoning_messages"],
             state["reasoning_tokens"],
