@@ -7,6 +7,7 @@ an observation and can correct.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -174,12 +175,25 @@ class FunctionTool:
 
     async def acall(self, **kwargs: Any) -> ToolOutput:
         """Call the tool; any failure becomes an error ``ToolOutput``."""
+        return await self.ainvoke(kwargs)
+
+    async def ainvoke(self, kwargs: dict[str, Any], *, in_thread: bool = False) -> ToolOutput:
+        """Call the tool with ``kwargs``; any failure becomes an error ``ToolOutput``.
+
+        ``in_thread=True`` runs a sync function in a worker thread, so several calls made
+        together (a model's parallel tool calls) overlap instead of queueing on the loop.
+        """
         try:
             args = self._validate(kwargs)
         except ValidationError as e:
             return self._error(kwargs, _validation_message(self, e))
         try:
-            raw = await self.fn(**args) if self.is_async else self.fn(**args)
+            if self.is_async:
+                raw = await self.fn(**args)
+            elif in_thread:
+                raw = await asyncio.to_thread(self.fn, **args)
+            else:
+                raw = self.fn(**args)
         except Exception as e:  # the model sees the error and may try again
             return self._error(kwargs, f"{type(e).__name__}: {e}")
         return self._output(kwargs, raw)
@@ -239,8 +253,13 @@ def as_tools(tools: Sequence[FunctionTool | Callable[..., Any]] | None) -> list[
     return out
 
 
-async def acall_tool(tools: dict[str, FunctionTool], selection: ToolSelection) -> ToolOutput:
-    """Run the tool a model selected; an unknown name is an error observation."""
+async def acall_tool(
+    tools: dict[str, FunctionTool], selection: ToolSelection, *, in_thread: bool = False
+) -> ToolOutput:
+    """Run the tool a model selected; an unknown name is an error observation.
+
+    ``in_thread``: run a sync tool in a worker thread (see ``FunctionTool.ainvoke``).
+    """
     tool = tools.get(selection.tool_name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "(none)"
@@ -251,7 +270,7 @@ async def acall_tool(tools: dict[str, FunctionTool], selection: ToolSelection) -
             is_error=True,
         )
     else:
-        out = await tool.acall(**selection.tool_kwargs)
+        out = await tool.ainvoke(selection.tool_kwargs, in_thread=in_thread)
     out.tool_call_id = selection.tool_id
     return out
 

@@ -443,3 +443,24 @@ def test_openai_worker_end_to_end_over_http() -> None:
     assert bodies[3]["stream"] is True and bodies[3]["messages"][-1]["tool_call_id"] == "call_b"
     assert "".join(tokens) == "Then 2, streamed." and len(tokens) > 1
     assert roles(runner.memory.get_all()) == ["user", "assistant", "tool", "assistant"] * 2
+
+
+def test_parallel_calls_of_sync_tools_overlap_in_threads() -> None:
+    import time as _time
+
+    def slow_lookup(key: str) -> str:
+        """Look a key up slowly (a blocking call, like an HTTP request)."""
+        _time.sleep(0.2)
+        return key.upper()
+
+    llm = ScriptedLLM([
+        {"tool_calls": [{"name": "slow_lookup", "arguments": {"key": k}} for k in ("a", "b", "c")]},
+        "done",
+    ])
+    runner = FunctionCallingAgentWorker.from_tools([slow_lookup], llm=llm).as_agent()
+    task = runner.create_task("look up a, b and c")
+    start = _time.perf_counter()
+    out = runner.run_step(task)
+    elapsed = _time.perf_counter() - start
+    assert [o.content for o in out.tool_outputs] == ["A", "B", "C"]  # call order kept
+    assert elapsed < 0.45, f"three 0.2 s sync calls took {elapsed:.2f} s: they did not overlap"

@@ -310,3 +310,23 @@ def test_planner_over_http_with_the_openai_client() -> None:
         assert len(server.requests) == 2
         assert server.requests[0]["messages"][0]["role"] == "system"
         assert "5800000" in server.requests[1]["messages"][-1]["content"]
+
+
+def test_independent_sync_tool_calls_of_a_plan_overlap() -> None:
+    import time as _time
+
+    from nbagent import ParallelAgentRunner, PlannerAgentWorker, ScriptedLLM
+
+    def fetch(name: str) -> str:
+        """Fetch a page (blocking)."""
+        _time.sleep(0.2)
+        return f"page {name}"
+
+    plan = '1. fetch(name="a")\n2. fetch(name="b")\n3. fetch(name="c")\n4. join()'
+    llm = ScriptedLLM([plan, "Thought: all fetched.\nAnswer: a, b and c fetched"])
+    runner = ParallelAgentRunner(PlannerAgentWorker.from_tools([fetch], llm=llm))
+    start = _time.perf_counter()
+    response = runner.chat("fetch a, b and c")
+    elapsed = _time.perf_counter() - start
+    assert "fetched" in str(response)
+    assert elapsed < 0.45, f"three 0.2 s sync calls took {elapsed:.2f} s: they did not overlap"

@@ -299,7 +299,9 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             for call in runnable:
                 print(f"=== Calling Function ===\n{call.tool_name}({call.tool_kwargs})")
         if self.allow_parallel_tool_calls and len(runnable) > 1:
-            outputs = list(await asyncio.gather(*(acall_tool(by_name, c) for c in runnable)))
+            # sync tools go to threads so that they overlap like async ones
+            calls_now = (acall_tool(by_name, c, in_thread=True) for c in runnable)
+            outputs = list(await asyncio.gather(*calls_now))
         else:
             outputs = [await acall_tool(by_name, c) for c in runnable]
         for call in calls[len(runnable) :]:

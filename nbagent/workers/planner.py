@@ -344,6 +344,7 @@ class PlannerAgentWorker(BaseAgentWorker):
             out = await acall_tool(
                 self._tools_by_name,
                 ToolSelection(tool_id=call_id, tool_name=str(tool_name), tool_kwargs=kwargs),
+                in_thread=True,  # calls of one plan run in parallel, sync tools included
             )
         own["content"] = out.content
         own["value"] = out.raw_output if _json_value(out.raw_output) and out.raw_output is not None else out.content

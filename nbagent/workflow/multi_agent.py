@@ -301,8 +301,10 @@ class AgentWorkflow(Workflow):
         agent_name: str = await ctx.get("current_agent_name")
         tools = await self.get_tools(agent_name, await ctx.get("tool_query", default=""))
         by_name = tools_by_name(tools)
-        output = await acall_tool(
-            by_name, ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs)
+        output = await acall_tool(  # a thread for sync tools: parallel calls overlap
+            by_name,
+            ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs),
+            in_thread=True,
         )
         tool = by_name.get(ev.tool_name)
         result = ToolCallResult(
