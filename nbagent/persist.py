@@ -670,7 +670,7 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
     running = [enc.steps[sid] for sid in enc.steps if sid in state.running]
     steps = []
     for s in enc.steps.values():
-        record = {
+        step_record: dict[str, Any] = {
             "step_id": s.step_id,
             "input": s.input,
             "is_ready": s.is_ready,
@@ -678,8 +678,8 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
             "prev_steps": list(s.prev_steps),
         }
         if s.step_id not in state.steps:
-            record["registered"] = False  # reachable, but not in the task's registry
-        steps.append(record)
+            step_record["registered"] = False  # reachable, but not in the task's registry
+        steps.append(step_record)
     out_records = []
     for i, out in enumerate(outputs):
         p: Path_ = (root, f".outputs[{i}] (step {out.task_step.step_id})")

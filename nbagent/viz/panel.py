@@ -690,6 +690,7 @@ class AgentPanel:
             ]
         ids = [v for _, v in options]
         current = self.step_picker.value
+        value: str | None
         if inspect is not None and inspect in ids:
             value = inspect
         elif self._follow_latest or current not in ids:

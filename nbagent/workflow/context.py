@@ -324,7 +324,7 @@ class Context:
         try:
             if timeout is None:
                 return await future  # type: ignore[return-value]
-            return await asyncio.wait_for(future, timeout)  # type: ignore[return-value]
+            return await asyncio.wait_for(future, timeout)  # type: ignore[return-value, arg-type]
         except asyncio.TimeoutError:
             self._waiters.pop(key, None)
             raise

@@ -323,26 +323,27 @@ class AgentWorkflow(Workflow):
         expected = int(await ctx.get("num_tool_calls", default=0))
         if expected == 0:
             raise WorkflowRuntimeError("a tool result arrived, but no tool calls were expected")
-        results = ctx.collect_events(ev, [ToolCallResult] * expected)
-        if results is None:
+        collected = ctx.collect_events(ev, [ToolCallResult] * expected)
+        if collected is None:
             return None
+        results = [r for r in collected if isinstance(r, ToolCallResult)]
         order = {tid: i for i, tid in enumerate(await ctx.get("tool_call_ids", default=[]))}
-        results = sorted(results, key=lambda r: order.get(r.tool_id, len(order)))  # type: ignore[union-attr]
+        results = sorted(results, key=lambda r: order.get(r.tool_id, len(order)))
         memory: ChatMemoryBuffer = await ctx.get("memory")
         agent = self.agents[await ctx.get("current_agent_name")]
-        await agent.handle_tool_call_results(ctx, results, memory)  # type: ignore[arg-type]
+        await agent.handle_tool_call_results(ctx, results, memory)
         await ctx.set("num_tool_calls", 0)
         next_agent = await ctx.get("next_agent", default=None)
         if next_agent is not None:
             await ctx.set("next_agent", None)
             await ctx.set("current_agent_name", next_agent)
-        direct = next((r for r in results if r.return_direct), None)  # type: ignore[union-attr]
+        direct = next((r for r in results if r.return_direct), None)
         if direct is not None:
             output = AgentOutput(
                 response=ChatMessage(role=MessageRole.ASSISTANT, content=direct.tool_output.content),
                 tool_calls=[
                     ToolSelection(tool_id=r.tool_id, tool_name=r.tool_name, tool_kwargs=r.tool_kwargs)
-                    for r in results  # type: ignore[union-attr]
+                    for r in results
                 ],
                 current_agent_name=agent.name,
             )

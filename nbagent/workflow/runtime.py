@@ -127,9 +127,17 @@ class Runner:
             self.items[eid] = item
             self.running[item.step] += 1
             task = self.loop.create_task(self._execute(spec, item), name=f"nbagent-step-{item.step}")
-            task.add_done_callback(lambda _t, eid=eid: self.notes.put_nowait(("done", eid)))
+            task.add_done_callback(self._note_done(eid))
             self.tasks[eid] = task
         ctx._pending.extend(waiting)
+
+    def _note_done(self, eid: Any) -> Callable[[asyncio.Task[None]], None]:
+        """A done-callback that tells the run loop execution ``eid`` ended."""
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self.notes.put_nowait(("done", eid))
+
+        return done
 
     async def _execute(self, spec: StepSpec, item: Item) -> None:
         """Run one step and act on its outcome in the same breath, so a checkpoint taken at any
