@@ -389,7 +389,7 @@ def step_output_html(out: TaskStepOutput) -> str:
         ]
         metrics = _metrics(out)
         if metrics:
-            rows.append(("cost", html_text(metrics)))
+            rows.append(("usage", html_text(metrics)))
         body.append(_kv(rows))
         return _card("step-output", head + "".join(body))
 
