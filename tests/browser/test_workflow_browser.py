@@ -127,7 +127,8 @@ def build_notebook() -> nbformat.NotebookNode:
         new_code_cell(CELL_SETUP),
         new_code_cell(CELL_AGENTS),
         new_code_cell(CELL_VIEW),
-        new_code_cell(CELL_RUN),
+        # its source is hidden: the box and the result then sit right under the live view
+        new_code_cell(CELL_RUN, metadata={"jupyter": {"source_hidden": True}}),
         new_code_cell(CELL_BOX),
         new_code_cell(CELL_RESULT),
     ]
@@ -193,7 +194,7 @@ def test_workflow_handoff_and_human_answer_in_the_browser(request: pytest.Fixtur
     name = "workflow.ipynb"
     nbformat.write(build_notebook(), lab.root_dir / name)
 
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1500})
     offsite: list[str] = []
 
     def only_loopback(route: Any) -> None:
@@ -216,16 +217,17 @@ def test_workflow_handoff_and_human_answer_in_the_browser(request: pytest.Fixtur
     result = page.locator(".wf-result")
 
     def shot(label: str) -> None:
-        """The notebook from the live view down to the result widget, in one picture."""
-        view_out.scroll_into_view_if_needed()
-        top, bottom = view_out.bounding_box(), result.bounding_box()
-        assert top is not None and bottom is not None, "live view or result widget not on the page"
-        y0, y1 = top["y"] - 8, bottom["y"] + bottom["height"] + 8
-        if y1 - y0 <= page.viewport_size["height"]:  # all of it fits: one clean picture
-            page.screenshot(path=str(shots / f"workflow_{label}.png"),
-                            clip={"x": top["x"] - 8, "y": max(y0, 0), "width": 1000, "height": y1 - max(y0, 0)})
-        else:
-            page.screenshot(path=str(shots / f"workflow_{label}.png"))
+        """The notebook from the live view down to the result widget, in one picture (the
+        notebook scrolls inside its own panel, so the picture is clipped to that panel)."""
+        view_out.evaluate("el => el.scrollIntoView({block: 'start'})")
+        panel = page.locator(".jp-NotebookPanel .jp-WindowedPanel-outer, .jp-NotebookPanel .jp-Notebook").first
+        area, top, bottom = panel.bounding_box(), view_out.bounding_box(), result.bounding_box()
+        assert area and top and bottom, "notebook, live view or result widget not on the page"
+        y0 = max(top["y"] - 4, area["y"])
+        y1 = min(bottom["y"] + bottom["height"] + 8, area["y"] + area["height"])
+        # animations="disabled" finishes the fade-in of new nodes first: no half-drawn picture
+        page.screenshot(path=str(shots / f"workflow_{label}.png"), animations="disabled",
+                        clip={"x": area["x"], "y": y0, "width": area["width"], "height": y1 - y0})
 
     try:
         page.goto(lab.url(f"/lab/workspaces/workflow/tree/{name}?reset"))
