@@ -473,16 +473,23 @@ class AgentRunner:
             self.memory.set(chat_history)
         choice = self.default_tool_choice if tool_choice is None else tool_choice
         task = self.create_task(message)
-        while True:
-            output = await self._astep(task.task_id, mode=mode, tool_choice=choice)
-            if output.is_last:
-                break
-            choice = "auto"  # a forced tool choice applies to the first step only
+        output = await self._arun_to_end(task.task_id, mode, choice)
         response = self.finalize_response(task.task_id, output)
         if mode == "stream" and isinstance(response, AgentChatResponse):
-            streamed = StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
-            return streamed
+            return StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
         return response
+
+    async def _arun_to_end(
+        self, task_id: str, mode: Mode, tool_choice: str | dict[str, Any]
+    ) -> TaskStepOutput:
+        """Run the task's steps until the last one (``chat`` and friends; the parallel runner
+        schedules its DAG here instead)."""
+        choice = tool_choice
+        while True:
+            output = await self._astep(task_id, mode=mode, tool_choice=choice)
+            if output.is_last:
+                return output
+            choice = "auto"  # a forced tool choice applies to the first step only
 
     async def achat(
         self,

@@ -24,17 +24,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nbagent import _sync
 from nbagent.events import StepUndone
-from nbagent.messages import ChatMessage
 from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.runner.state import _NO_STATE, StepSnapshot, TaskState, TaskStatus
-from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStep, TaskStepOutput
+from nbagent.schema import TaskStep, TaskStepOutput
 from nbagent.workers.base import BaseAgentWorker
 
 __all__ = ["ParallelAgentRunner", "BranchSnapshot", "DEFAULT_MAX_CONCURRENCY"]
@@ -329,22 +327,11 @@ class ParallelAgentRunner(AgentRunner):
             )
         return super().finalize_response(task_id, step_output)
 
-    async def _achat(
-        self,
-        message: str,
-        chat_history: Sequence[ChatMessage] | None,
-        tool_choice: str | dict[str, Any] | None,
-        mode: Mode,
-    ) -> ChatResponseType:
-        if chat_history is not None:
-            self.memory.set(chat_history)
-        choice = self.default_tool_choice if tool_choice is None else tool_choice
-        task = self.create_task(message)
-        output = await self.arun_until_done(task.task_id, mode, tool_choice=choice)
-        response = self.finalize_response(task.task_id, output)
-        if mode == "stream" and isinstance(response, AgentChatResponse):
-            return StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
-        return response
+    async def _arun_to_end(
+        self, task_id: str, mode: Mode, tool_choice: str | dict[str, Any]
+    ) -> TaskStepOutput:
+        """``chat`` runs the whole DAG, ready steps together."""
+        return await self.arun_until_done(task_id, mode, tool_choice=tool_choice)
 
 
 def _nothing_ready(state: TaskState) -> str:
