@@ -1,0 +1,75 @@
+"""The shareable run file: a runner's whole state as one versioned JSON file.
+
+``save_runner`` writes ``nbagent.store.codec.runner_to_dict`` atomically (a temporary file,
+then a rename); ``load_runner`` reads and checks it and rebuilds the runner. A save rewrites
+the whole file: about 0.1 s and 2 MB for a 1,000-step ReAct task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from nbagent._files import atomic_write_text
+from nbagent.store.codec import check_header, runner_from_dict, runner_to_dict
+from nbagent.store.values import PersistError
+from nbagent.workers.base import BaseAgentWorker
+
+if TYPE_CHECKING:
+    from nbagent.runner.base import AgentRunner
+
+__all__ = ["save_runner", "load_runner", "read_run_file", "parse_run_text", "atomic_write_text"]
+
+R = TypeVar("R", bound="AgentRunner")
+
+
+def save_runner(runner: AgentRunner, path: str | os.PathLike[str]) -> Path:
+    """Write the runner's state to ``path`` as JSON, atomically. Returns the path."""
+    doc = runner_to_dict(runner)
+    # ASCII with \u escapes: any Python str survives, lone surrogates included
+    text = json.dumps(doc, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return atomic_write_text(path, text)
+
+
+def read_run_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a run file's JSON, format and version (not yet its contents)."""
+    source = os.fspath(path)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PersistError(f"{source}: no such run file") from None
+    except UnicodeDecodeError as err:
+        raise PersistError(f"{source}: not a run file (not UTF-8 text: {err})") from err
+    return parse_run_text(text, source)
+
+
+def parse_run_text(text: str, source: str = "run data") -> dict[str, Any]:
+    """Parse a run file's text and check its format and version."""
+    if not text.strip():
+        raise PersistError(f"{source}: the file is empty (an interrupted write from another tool?)")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PersistError(
+            f"{source}: not valid JSON at line {err.lineno} column {err.colno} ({err.msg}); the "
+            "file is truncated or corrupt"
+        ) from err
+    return check_header(doc, source)
+
+
+def load_runner(
+    path: str | os.PathLike[str],
+    agent_worker: BaseAgentWorker | None = None,
+    *,
+    runner_cls: type[R] | None = None,
+    restore_ids: bool = True,
+    **runner_kwargs: Any,
+) -> R:
+    """Rebuild a runner from a run file (see ``AgentRunner.load``)."""
+    source = os.fspath(path)
+    doc = read_run_file(source)
+    return runner_from_dict(
+        doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, **runner_kwargs
+    )

@@ -1,0 +1,534 @@
+"""Values <-> tagged JSON: the encoder and decoder every nbagent run record is built with.
+
+Values are plain JSON where they can be; the others are tagged objects::
+
+    {"$type": "tuple", "items": [...]}           {"$type": "AppendLog", "items": [...]}
+    {"$type": "ChatMemoryBuffer", "token_limit": 3000, "messages": [...], "counts": [...]}
+    {"$type": "model", "class": "nbagent.messages:ChatMessage", "data": {...}}
+    {"$type": "enum", "class": "module:Qualname", "value": ...}
+    {"$type": "step", "id": "..."}   {"$type": "output", "n": 3}   (this task's steps/outputs)
+    {"$ref": 7}   (the object marked "$id": 7 earlier in the file: shared values stay shared)
+
+Classes are imported only from ``nbagent.*`` modules or from those registered with
+``allow_type``: no pickle, nothing is ever eval'd.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import importlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from nbagent.memory import ChatMemoryBuffer, count_tokens
+from nbagent.runner.snapshot import AppendLog, _Saved
+from nbagent.schema import StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
+
+__all__ = ["PersistError", "allow_type"]
+
+_ALLOWED: dict[str, Any] = {}  # "module:Qualname" -> class or function registered by the user
+
+
+class PersistError(ValueError):
+    """A run could not be saved, or a run file could not be read: says where and why."""
+
+
+def allow_type(obj: Any) -> Any:
+    """Let a class (a pydantic model or an Enum) or a tokenizer function from outside nbagent
+    be saved and loaded. Loading imports only nbagent's own classes and the ones allowed here.
+
+    Usable as a decorator; returns ``obj``.
+    """
+    ok = isinstance(obj, type) and issubclass(obj, (BaseModel, enum.Enum))
+    if not ok and not callable(obj):
+        raise TypeError(f"allow_type takes a pydantic model class, an Enum or a function, got {obj!r}")
+    ref = _ref_of(obj)
+    if "<locals>" in ref:
+        raise PersistError(f"{ref} is defined inside a function; only module-level ones can be loaded again")
+    _ALLOWED[ref] = obj
+    return obj
+
+
+def _ref_of(obj: Any) -> str:
+    return f"{obj.__module__}:{obj.__qualname__}"
+
+
+def _is_nbagent(ref: str) -> bool:
+    module = ref.partition(":")[0]
+    return module == "nbagent" or module.startswith("nbagent.")
+
+
+def _resolve(ref: str, where: str) -> Any:
+    """The class or function a ``module:Qualname`` names, if nbagent's or allowed; never eval."""
+    if not isinstance(ref, str) or ":" not in ref:
+        raise PersistError(f"{where}: bad class reference {ref!r} (expected 'module:Qualname')")
+    found = _ALLOWED.get(ref)
+    if found is not None:
+        return found
+    if not _is_nbagent(ref):
+        raise PersistError(
+            f"{where}: the file names {ref!r}, which is not an nbagent class; loading imports only "
+            "nbagent's own classes and those registered with nbagent.persist.allow_type(cls): "
+            "register it first if you trust this file"
+        )
+    module_name, _, qualname = ref.partition(":")
+    parts = qualname.split(".")
+    names = [*module_name.split("."), *parts]
+    if not qualname or any(not p.isidentifier() or p.startswith("__") for p in names):
+        raise PersistError(f"{where}: bad class reference {ref!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in parts:
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise PersistError(f"{where}: cannot find {ref!r} ({type(err).__name__}: {err})") from err
+    if not isinstance(obj, type) or not _is_nbagent(f"{obj.__module__}:"):
+        raise PersistError(f"{where}: {ref!r} is not a class defined in nbagent")
+    return obj
+
+
+# ----- paths for error messages (built only when an error happens) ---------------------------
+
+Path_ = tuple[Any, ...] | None
+
+
+def _path_text(path: Path_) -> str:
+    parts: list[str] = []
+    while path is not None:
+        parent, key = path
+        if parent is None or (isinstance(key, str) and key.startswith(".")):
+            parts.append(str(key))
+        else:
+            parts.append(f"[{key!r}]")
+        path = parent
+    return "".join(reversed(parts)) or "(top)"
+
+
+# ----- encoding --------------------------------------------------------------------------------
+
+
+class _Encoder:
+    """Turns values into JSON-ready data, giving every shareable object a reference number."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[int, int] = {}  # id(obj) -> number
+        self.keep: list[Any] = []  # holds every numbered object, so no id() is reused meanwhile
+        self.used: set[int] = set()
+        self.building: set[int] = set()  # models being encoded (a cycle through one is refused)
+        self.steps: dict[str, TaskStep] = {}
+        self.output_index: dict[int, int] = {}
+
+    def _number(self, obj: Any) -> tuple[int, bool]:
+        """(number, first time seen)."""
+        key = id(obj)
+        n = self.numbers.get(key)
+        if n is not None:
+            self.used.add(n)
+            return n, False
+        n = len(self.keep)
+        self.numbers[key] = n
+        self.keep.append(obj)
+        return n, True
+
+    def value(self, v: Any, path: Path_) -> Any:
+        t = type(v)
+        if v is None or t is str or t is bool or t is int:
+            return v
+        if t is float:
+            if math.isfinite(v):
+                return v
+            return {"$type": "float", "value": repr(v)}
+        if t is dict:
+            n, first = self._number(v)
+            if not first:
+                return {"$ref": n}
+            if all(type(k) is str and not k.startswith("$") for k in v):
+                out: dict[str, Any] = {"$id": n}
+                for k, item in list(v.items()):
+                    out[k] = self.value(item, (path, k))
+                return out
+            items = [[self.value(k, (path, ".<key>")), self.value(item, (path, k))] for k, item in list(v.items())]
+            return {"$type": "dict", "$id": n, "items": items}
+        if t is list or t is AppendLog:
+            n, first = self._number(v)
+            if not first:
+                return {"$ref": n}
+            tag = "list" if t is list else "AppendLog"
+            return {"$type": tag, "$id": n, "items": [self.value(x, (path, i)) for i, x in enumerate(list(v))]}
+        if t is tuple:
+            return {"$type": "tuple", "items": [self.value(x, (path, i)) for i, x in enumerate(v)]}
+        if t is set or t is frozenset:
+            n, first = self._number(v)
+            if not first:
+                return {"$ref": n}
+            items = [self.value(x, (path, i)) for i, x in enumerate(_sorted_if_possible(v))]
+            return {"$type": t.__name__, "$id": n, "items": items}
+        if t is bytes:
+            return {"$type": "bytes", "base64": base64.b64encode(v).decode("ascii")}
+        if isinstance(v, enum.Enum):
+            return {"$type": "enum", "class": self._class_ref(t, path), "value": self.value(v.value, (path, ".value"))}
+        if isinstance(v, TaskStep):
+            step = self.steps.get(v.step_id)
+            if step is None:
+                raise PersistError(
+                    f"cannot save {_path_text(path)}: step {v.step_id!r} is not a step of this task"
+                )
+            return {"$type": "step", "id": v.step_id}
+        if isinstance(v, TaskStepOutput):
+            k = self.output_index.get(id(v))
+            if k is None:
+                raise PersistError(
+                    f"cannot save {_path_text(path)}: a TaskStepOutput that is not one of this "
+                    "task's outputs"
+                )
+            return {"$type": "output", "n": k}
+        if isinstance(v, Task):
+            raise PersistError(
+                f"cannot save {_path_text(path)}: a Task object inside task state (keep its "
+                "task_id instead)"
+            )
+        if isinstance(v, BaseModel):
+            return self._model(v, path)
+        if t is ChatMemoryBuffer:
+            return self._memory(v, path)
+        if t is StreamingAgentChatResponse:
+            n, first = self._number(v)
+            if not first:
+                return {"$ref": n}
+            return {
+                "$type": "StreamingAgentChatResponse",
+                "$id": n,
+                "response": v.response,
+                "done": v.is_done,
+                "sources": self.value(v.sources, (path, ".sources")),
+                "metadata": self.value(getattr(v, "metadata", {}), (path, ".metadata")),
+            }
+        if t is _Saved:
+            return {
+                "$type": "saved",
+                "copy": v.is_copy,
+                "value": self.value(v.value, (path, ".value")),
+                "token": self.value(v.token, (path, ".token")),
+            }
+        raise PersistError(
+            f"cannot save {_path_text(path)}: a value of type {t.__module__}.{t.__qualname__} "
+            f"({_short_repr(v)}); a run file holds JSON values, tuples, sets, bytes, AppendLog, "
+            "ChatMemoryBuffer, pydantic models and Enums (nbagent's own, or registered with "
+            "nbagent.persist.allow_type)"
+        )
+
+    def _class_ref(self, cls: type, path: Path_) -> str:
+        ref = _ref_of(cls)
+        if ref in _ALLOWED or (_is_nbagent(ref) and "<locals>" not in ref):
+            return ref
+        raise PersistError(
+            f"cannot save {_path_text(path)}: {ref} is not an nbagent class; register it with "
+            f"nbagent.persist.allow_type({cls.__qualname__}) (in the saving and the loading process) "
+            "so the file may name it"
+        )
+
+    def _model(self, v: BaseModel, path: Path_) -> Any:
+        n, first = self._number(v)
+        if not first:
+            if n in self.building:
+                raise PersistError(f"cannot save {_path_text(path)}: the model contains itself")
+            return {"$ref": n}
+        cls = type(v)
+        ref = self._class_ref(cls, path)
+        self.building.add(n)
+        data: dict[str, Any] = {}
+        for name, info in cls.model_fields.items():
+            value = v.__dict__.get(name, None)
+            if _is_plain_default(value, info):
+                continue
+            if isinstance(value, enum.Enum) and info.annotation is type(value):
+                data[name] = self.value(value.value, (path, f".{name}"))  # validation restores it
+            else:
+                data[name] = self.value(value, (path, f".{name}"))
+        extra = v.model_extra
+        if extra:
+            for name, value in extra.items():
+                data[name] = self.value(value, (path, f".{name}"))
+        self.building.discard(n)
+        return {"$type": "model", "$id": n, "class": ref, "data": data}
+
+    def _memory(self, v: ChatMemoryBuffer, path: Path_) -> Any:
+        n, first = self._number(v)
+        if not first:
+            return {"$ref": n}
+        out: dict[str, Any] = {"$type": "ChatMemoryBuffer", "$id": n, "token_limit": v.token_limit}
+        if v.tokenizer_fn is not count_tokens:
+            fn = v.tokenizer_fn
+            ref = _ref_of(fn) if hasattr(fn, "__qualname__") else repr(fn)
+            if _ALLOWED.get(ref) is not fn:
+                raise PersistError(
+                    f"cannot save {_path_text(path)}.tokenizer_fn: {ref} is not nbagent's token "
+                    "counter; register it with nbagent.persist.allow_type(fn) (a module-level "
+                    "function) so the loaded memory counts tokens the same way"
+                )
+            out["tokenizer"] = ref
+        out["messages"] = self.value(v._messages, (path, ".messages"))
+        out["counts"] = self.value(v._counts, (path, ".counts"))
+        return out
+
+
+def _is_plain_default(value: Any, info: Any) -> bool:
+    """A field left at an empty default (None, False, "", [], {}) need not be written."""
+    if value is None:
+        return info.default is None
+    if type(value) in (list, dict, tuple) and not value:
+        if info.default_factory is not None:
+            try:
+                return type(info.default_factory()) is type(value)  # type: ignore[call-arg]
+            except Exception:  # noqa: BLE001
+                return False
+        return type(info.default) is type(value) and not info.default
+    if type(value) is bool and value is False:
+        return info.default is False
+    return False
+
+
+def _sorted_if_possible(items: Any) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
+
+
+def _short_repr(v: Any) -> str:
+    try:
+        text = repr(v)
+    except Exception:  # noqa: BLE001
+        return "unprintable"
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _strip_unused(node: Any, used: set[int]) -> Any:
+    """Drop ``$id`` marks nobody refers to; an unshared list becomes a plain JSON array."""
+    if isinstance(node, list):
+        return [_strip_unused(x, used) for x in node]
+    if not isinstance(node, dict):
+        return node
+    n = node.get("$id")
+    if n is not None and n not in used:
+        node = {k: v for k, v in node.items() if k != "$id"}
+        if node.get("$type") == "list":
+            return [_strip_unused(x, used) for x in node["items"]]
+    for k, v in node.items():
+        if isinstance(v, (list, dict)):
+            node[k] = _strip_unused(v, used)
+    return node
+
+
+# ----- decoding --------------------------------------------------------------------------------
+
+
+class _Decoder:
+    """The inverse of ``_Encoder``: rebuilds values, keeping shared objects shared."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.objects: dict[int, Any] = {}
+        self.steps: dict[str, TaskStep] = {}
+        self.outputs: list[TaskStepOutput] = []
+
+    def fail(self, where: str, why: str) -> PersistError:
+        return PersistError(f"{self.source}: {where}: {why}")
+
+    def _define(self, n: Any, obj: Any, where: str) -> None:
+        if type(n) is not int or n in self.objects:
+            raise self.fail(where, f"bad or repeated object number {n!r}")
+        self.objects[n] = obj
+
+    def value(self, d: Any, where: str) -> Any:
+        if d is None or type(d) in (str, bool, int, float):
+            return d
+        if type(d) is list:
+            return [self.value(x, where) for x in d]
+        if type(d) is not dict:
+            raise self.fail(where, f"unexpected JSON value {type(d).__name__}")
+        if "$ref" in d:
+            n = d["$ref"]
+            if type(n) is not int or n not in self.objects:
+                raise self.fail(where, f"reference to object {n!r}, which is not defined before it (corrupt file?)")
+            return self.objects[n]
+        tag = d.get("$type")
+        if tag is None:
+            out: dict[str, Any] = {}
+            if "$id" in d:
+                self._define(d["$id"], out, where)
+            for k, v in d.items():
+                if k != "$id":
+                    out[k] = self.value(v, where)
+            return out
+        handler = _TAGS.get(tag) if isinstance(tag, str) else None
+        if handler is None:
+            raise self.fail(where, f"unknown value tag $type={tag!r}; known: {sorted(_TAGS)}")
+        try:
+            return handler(self, d, where)
+        except PersistError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise self.fail(where, f"bad {tag!r} value ({type(err).__name__}: {err})") from err
+
+    def _items(self, d: dict[str, Any], where: str) -> list[Any]:
+        items = d["items"]
+        if type(items) is not list:
+            raise self.fail(where, f"{d['$type']!r} needs a list of items")
+        return items
+
+    def _container(self, d: dict[str, Any], where: str, obj: Any, add: Callable[[Any], Any]) -> Any:
+        if "$id" in d:
+            self._define(d["$id"], obj, where)
+        for x in self._items(d, where):
+            add(self.value(x, where))
+        return obj
+
+    def _list(self, d: dict[str, Any], where: str) -> Any:
+        out: list[Any] = []
+        return self._container(d, where, out, out.append)
+
+    def _appendlog(self, d: dict[str, Any], where: str) -> Any:
+        out: AppendLog[Any] = AppendLog()
+        return self._container(d, where, out, out.append)
+
+    def _set(self, d: dict[str, Any], where: str) -> Any:
+        out: set[Any] = set()
+        return self._container(d, where, out, out.add)
+
+    def _frozenset(self, d: dict[str, Any], where: str) -> Any:
+        items = [self.value(x, where) for x in self._items(d, where)]
+        out = frozenset(items)
+        if "$id" in d:
+            self._define(d["$id"], out, where)
+        return out
+
+    def _tuple(self, d: dict[str, Any], where: str) -> Any:
+        return tuple(self.value(x, where) for x in self._items(d, where))
+
+    def _dict(self, d: dict[str, Any], where: str) -> Any:
+        out: dict[Any, Any] = {}
+        if "$id" in d:
+            self._define(d["$id"], out, where)
+        for pair in self._items(d, where):
+            if type(pair) is not list or len(pair) != 2:
+                raise self.fail(where, "a dict item must be a [key, value] pair")
+            out[self.value(pair[0], where)] = self.value(pair[1], where)
+        return out
+
+    def _float(self, d: dict[str, Any], where: str) -> Any:
+        text = d["value"]
+        if text not in ("nan", "inf", "-inf"):
+            raise self.fail(where, f"bad float {text!r}")
+        return float(text)
+
+    def _bytes(self, d: dict[str, Any], where: str) -> Any:
+        return base64.b64decode(d["base64"], validate=True)
+
+    def _enum(self, d: dict[str, Any], where: str) -> Any:
+        cls = _resolve(d["class"], f"{self.source}: {where}")
+        if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+            raise self.fail(where, f"{d['class']!r} is not an Enum")
+        return cls(self.value(d["value"], where))
+
+    def _model(self, d: dict[str, Any], where: str) -> Any:
+        ref = d["class"]
+        cls = _resolve(ref, f"{self.source}: {where}")
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or issubclass(
+            cls, (Task, TaskStep, TaskStepOutput)
+        ):
+            raise self.fail(where, f"{ref!r} is not a pydantic model that can be stored as a value")
+        raw = d["data"]
+        if type(raw) is not dict:
+            raise self.fail(where, f"model {ref!r} needs a data object")
+        data = {k: self.value(v, f"{where}.{k}") for k, v in raw.items()}
+        try:
+            obj = cls.model_validate(data)
+        except ValidationError as err:
+            raise self.fail(where, f"the saved {ref} does not validate: {err}") from err
+        if "$id" in d:
+            self._define(d["$id"], obj, where)
+        return obj
+
+    def _memory(self, d: dict[str, Any], where: str) -> Any:
+        tokenizer = None
+        if "tokenizer" in d:
+            tokenizer = _ALLOWED.get(d["tokenizer"])
+            if tokenizer is None or isinstance(tokenizer, type):
+                raise self.fail(
+                    where,
+                    f"the memory counts tokens with {d['tokenizer']!r}; register that function with "
+                    "nbagent.persist.allow_type(fn) before loading",
+                )
+        buf = ChatMemoryBuffer(token_limit=d["token_limit"], tokenizer_fn=tokenizer)
+        if "$id" in d:
+            self._define(d["$id"], buf, where)
+        messages = self.value(d["messages"], f"{where}.messages")
+        counts = self.value(d["counts"], f"{where}.counts")
+        if type(messages) is not list or type(counts) is not list or len(messages) != len(counts):
+            raise self.fail(where, "a ChatMemoryBuffer needs lists of messages and counts of the same length")
+        buf._messages = messages
+        buf._counts = counts
+        return buf
+
+    def _stream(self, d: dict[str, Any], where: str) -> Any:
+        response = StreamingAgentChatResponse(None, prefix=str(d["response"]))
+        if "$id" in d:
+            self._define(d["$id"], response, where)
+        response.sources = self.value(d["sources"], where)
+        response.metadata = self.value(d["metadata"], where)
+        return response
+
+    def _saved(self, d: dict[str, Any], where: str) -> Any:
+        return _Saved(self.value(d["value"], where), self.value(d["token"], where), bool(d["copy"]))
+
+    def _step(self, d: dict[str, Any], where: str) -> Any:
+        step = self.steps.get(d["id"])
+        if step is None:
+            raise self.fail(where, f"refers to step {d['id']!r}, which this task does not have")
+        return step
+
+    def _output(self, d: dict[str, Any], where: str) -> Any:
+        n = d["n"]
+        if type(n) is not int or not 0 <= n < len(self.outputs):
+            raise self.fail(where, f"refers to output {n!r}, which is not defined before it")
+        return self.outputs[n]
+
+
+_TAGS: dict[str, Callable[[_Decoder, dict[str, Any], str], Any]] = {
+    "list": _Decoder._list,
+    "AppendLog": _Decoder._appendlog,
+    "tuple": _Decoder._tuple,
+    "set": _Decoder._set,
+    "frozenset": _Decoder._frozenset,
+    "dict": _Decoder._dict,
+    "float": _Decoder._float,
+    "bytes": _Decoder._bytes,
+    "enum": _Decoder._enum,
+    "model": _Decoder._model,
+    "ChatMemoryBuffer": _Decoder._memory,
+    "StreamingAgentChatResponse": _Decoder._stream,
+    "saved": _Decoder._saved,
+    "step": _Decoder._step,
+    "output": _Decoder._output,
+}
+
+
+def _need(obj: Any, key: str, kinds: type | tuple[type, ...], where: str, source: str) -> Any:
+    if not isinstance(obj, dict):
+        raise PersistError(f"{source}: {where} should be a JSON object, got {type(obj).__name__}")
+    if key not in obj:
+        raise PersistError(f"{source}: {where} lacks {key!r} (truncated or not a run file?)")
+    value = obj[key]
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
+        names = "/".join(k.__name__ for k in _as_tuple(kinds))
+        raise PersistError(f"{source}: {where}.{key} should be {names}, got {type(value).__name__}")
+    return value
+
+
+def _as_tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
