@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "ChatMemoryBuffer": "nbagent.memory",
     "FunctionTool": "nbagent.tools",
     "ToolMetadata": "nbagent.tools",
+    "PromptTemplate": "nbagent.prompts",
     "AppendLog": "nbagent.runner.snapshot",
     # save / load, time travel, cost, report
     "PersistError": "nbagent.persist",
@@ -118,6 +119,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.runner.base import AgentRunner, TaskStateError, UnknownTaskError
     from nbagent.runner.parallel import ParallelAgentRunner
     from nbagent.persist import PersistError, allow_type
+    from nbagent.prompts import PromptTemplate
     from nbagent.report import write_report
     from nbagent.runner.snapshot import AppendLog
     from nbagent.runner.state import StepStatus, TaskState, TaskStatus
