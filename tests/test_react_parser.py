@@ -152,3 +152,56 @@ def test_find_answer_on_partial_text() -> None:
     assert found is not None and "Thought: ok\nAnswer: Par"[found[1] :] == "Par"
     assert p.find_answer('Action: a\nAction Input: {}\nAnswer: x') is None  # an action came first
     assert p.has_action("Thought: t\nAction: s") and not p.has_action("Thought: t\nActio")
+
+
+REPLIES = [
+    "Thought: ok\nAnswer: Paris",
+    "Thought: t\nAction: search\nAction Input: {\"q\": 1}\nAnswer: x",
+    "**Final Answer:** 42",
+    "  __Answer__ :  spaced",
+    "Thought: a: b\nAnswer - note: no\nAnswer: yes",
+    "Answer",
+    "Thought: x\nActio",
+    "```\nThought: f\nAnswer: fenced\n```",
+    "time: 12:30\nAnswer: later",
+    "Action Input: {}\nAnswer: y",
+    "\n\nAnswer:\n\ntext",
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES)
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_stream_scanner_agrees_with_find_answer_on_every_chunking(reply: str, size: int) -> None:
+    """The incremental scanner decides like find_answer/has_action on the whole text so far,
+    after every chunk, however the reply is cut."""
+    p = ReActOutputParser()
+    scan = p.stream_scanner()
+    text = ""
+    for i in range(0, len(reply), size):
+        delta = reply[i : i + size]
+        text += delta
+        found = scan.feed(delta)
+        want = p.find_answer(text)
+        if want is not None and not scan.is_action:
+            # the old scan could only see a label once its colon came; the scanner too
+            assert found is not None and found[0] == want[0]
+            assert text[found[1] :].strip() == text[want[1] :].strip()
+            return
+        if found is None:
+            assert want is None or p.has_action(text[: want[0]])
+        if scan.is_action:
+            assert p.has_action(text)
+            return
+    assert (scan.feed("") is None) == (p.find_answer(text) is None or p.has_action(text))
+
+
+def test_unfence_keeps_its_rules() -> None:
+    from nbagent.workers.react.output_parser import unfence
+
+    assert unfence("```json\n{\"a\": 1}\n```") == '{"a": 1}'
+    assert unfence("```\nx\n  ```") == "x"
+    assert unfence("```\n```") == ""
+    assert unfence("```py```") == "```py```"  # no line break after the opening fence
+    assert unfence("```a`b\nx\n```") == "```a`b\nx\n```"  # a backtick in the info string
+    assert unfence("  text  ") == "text"
+    assert unfence("```\nx") == "```\nx"

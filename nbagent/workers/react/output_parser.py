@@ -131,7 +131,6 @@ ACTION_INPUT_RE = _label(r"Action[ \t]+Input")
 ANSWER_RE = _label(r"(?:Final[ \t]+)?Answer")
 OBSERVATION_RE = _label("Observation")
 _NO_ACTION_RE = re.compile(r"[`*_\"' ]*(?:none|n/a|no action|no tool)[`*_\"'. ]*$", re.MULTILINE | re.IGNORECASE)
-_WHOLE_FENCE_RE = re.compile(r"^```[^\n`]*\n(.*?)\n?[ \t]*```$", re.DOTALL)
 # A quoted string (kept as is) or the thing to change, for edits that must skip strings.
 _STRING = r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'"
 _TRAILING_COMMA_RE = re.compile(rf"({_STRING})|,(\s*[}}\]])", re.DOTALL)
@@ -140,9 +139,18 @@ _PY_WORDS = {"true": "True", "false": "False", "null": "None"}
 
 
 def unfence(text: str) -> str:
-    """The reply without a code fence around all of it."""
-    m = _WHOLE_FENCE_RE.match(text.strip())
-    return m.group(1).strip() if m else text.strip()
+    """The reply without a code fence around all of it.
+
+    Plain string slicing, not a regex: a lazy ``(.*?)`` before a closing fence backtracks
+    quadratically over a long run of blanks (80 KB took seconds).
+    """
+    text = text.strip()
+    if not (text.startswith("```") and text.endswith("```")):
+        return text
+    nl = text.find("\n")
+    if nl < 0 or nl + 1 > len(text) - 3 or "`" in text[3:nl]:
+        return text  # no line break after the opening fence, or a backtick in its info string
+    return text[nl + 1 : -3].strip()
 
 
 def extract_thought(prefix: str) -> str:
@@ -289,6 +297,11 @@ class ReActOutputParser:
         )
 
     @staticmethod
+    def stream_scanner() -> ReActStreamScanner:
+        """A scanner that reads a streamed reply chunk by chunk (linear in its length)."""
+        return ReActStreamScanner()
+
+    @staticmethod
     def find_answer(partial: str) -> tuple[int, int] | None:
         """Where the ``Answer:`` label starts and its text begins, if a (partial) reply is
         already known to be an answer: an ``Answer:`` line arrived with no ``Action:`` line
@@ -305,3 +318,58 @@ class ReActOutputParser:
     def has_action(partial: str) -> bool:
         """Whether a (partial) reply contains an ``Action:`` line (so it is a tool call)."""
         return ACTION_RE.search(partial) is not None
+
+
+class ReActStreamScanner:
+    """Finds, while a reply streams in, whether it is a tool call or where its answer starts.
+
+    Same decision as ``find_answer`` / ``has_action`` on the text so far, but each character
+    is looked at a bounded number of times: a label is the start of a line up to the line's
+    first colon, so a line is decided once, when its first colon arrives, and a line without
+    one is never matched. (Re-searching the whole text on every chunk made an 80 KB streamed
+    reply quadratic: seconds.)
+    """
+
+    __slots__ = ("is_action", "answer", "_offset", "_line_start", "_parts", "_decided")
+
+    def __init__(self) -> None:
+        self.is_action = False  # an Action: line came first: the reply is a tool call
+        self.answer: tuple[int, int] | None = None  # (label start, text start) in the reply
+        self._offset = 0  # characters fed so far
+        self._line_start = 0  # offset of the current line
+        self._parts: list[str] = []  # the current line so far, until it is decided
+        self._decided = False  # the current line's first colon has been seen
+
+    def feed(self, delta: str) -> tuple[int, int] | None:
+        """Add the next chunk; return the answer's (label start, text start) once known."""
+        if self.is_action or self.answer is not None:
+            return self.answer
+        pos = 0
+        n = len(delta)
+        while pos < n and not self.is_action and self.answer is None:
+            nl = delta.find("\n", pos)
+            end = n if nl < 0 else nl + 1
+            if not self._decided:
+                colon = delta.find(":", pos, end)
+                if colon >= 0:
+                    self._parts.append(delta[pos:end])
+                    self._decide("".join(self._parts))
+                    self._parts = []
+                    self._decided = True
+                elif nl < 0:
+                    self._parts.append(delta[pos:end])
+            if nl >= 0:  # the line ends: the next one starts undecided
+                self._parts = []
+                self._decided = False
+                self._line_start = self._offset + end
+            pos = end
+        self._offset += n
+        return self.answer
+
+    def _decide(self, line: str) -> None:
+        if ACTION_RE.match(line):
+            self.is_action = True
+            return
+        m = ANSWER_RE.match(line)
+        if m is not None:
+            self.answer = (self._line_start + m.start(), self._line_start + m.end())

@@ -146,21 +146,21 @@ class ReActAgentWorker(BaseAgentWorker):
         """Like ``arun_step``, but an answer is streamed from the moment ``Answer:`` arrives."""
         tools, messages = self._begin(step, task)
         stream = self.llm.astream_chat(messages)
-        text = ""
-        is_action = False
+        parts: list[str] = []
+        scan = _stream_scanner(self.output_parser)
         while True:  # not `async for`: the stream must stay open when the answer is handed on
             try:
                 chunk = await stream.__anext__()
             except StopAsyncIteration:
                 break
-            text += chunk.delta or ""
-            if is_action:
+            delta = chunk.delta or ""
+            parts.append(delta)
+            if scan.is_action:
                 continue
-            found = self.output_parser.find_answer(text)
+            found = scan.feed(delta)  # linear in the reply: never re-reads what it has seen
             if found is not None:
-                return self._streamed_answer(text, found, stream, step, task)
-            is_action = self.output_parser.has_action(text)
-        return await self._finish_step(text, step, task, tools)
+                return self._streamed_answer("".join(parts), found, stream, step, task)
+        return await self._finish_step("".join(parts), step, task, tools)
 
     def finalize_task(self, task: Task, **kwargs: Any) -> None:
         """Nothing to do: the runner merges ``scratch_memory``; the reasoning stays viewable."""
@@ -331,3 +331,25 @@ async def _rest_of_answer(stream: AsyncIterator[ChatResponse], strip_leading: bo
             strip_leading = False
         yield delta
 
+
+
+class _RescanScanner:
+    """For a custom output parser without ``stream_scanner``: its ``find_answer`` /
+    ``has_action`` on the whole text so far, as before (quadratic on long replies)."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
+        self.text = ""
+        self.is_action = False
+
+    def feed(self, delta: str) -> tuple[int, int] | None:
+        self.text += delta
+        found: tuple[int, int] | None = self.parser.find_answer(self.text)
+        if found is None:
+            self.is_action = bool(self.parser.has_action(self.text))
+        return found
+
+
+def _stream_scanner(parser: Any) -> Any:
+    make = getattr(parser, "stream_scanner", None)
+    return make() if callable(make) else _RescanScanner(parser)
