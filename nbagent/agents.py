@@ -22,6 +22,7 @@ _RUNNER_KEYS = (
     "default_tool_choice",
     "init_task_state_kwargs",
     "keep_history",
+    "approve_tools",
 )
 
 

@@ -32,6 +32,7 @@ class ToolMetadata(BaseModel):
     description: str
     fn_schema: type[BaseModel] | None = None
     return_direct: bool = False
+    requires_approval: bool = False  # a person approves each call first (nbagent.approval)
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments."""
@@ -120,8 +121,13 @@ class FunctionTool:
         description: str | None = None,
         return_direct: bool = False,
         fn_schema: type[BaseModel] | None = None,
+        requires_approval: bool = False,
     ) -> FunctionTool:
-        """Build a tool; name, description and schema default to the function's own."""
+        """Build a tool; name, description and schema default to the function's own.
+
+        ``requires_approval=True``: a model's call of it waits until a person approves it
+        (``runner.approve`` / ``runner.reject``; see ``nbagent.approval``).
+        """
         if not callable(fn):
             raise TypeError(f"FunctionTool needs a callable, got {type(fn).__name__}: {fn!r}")
         name = name or getattr(fn, "__name__", None)
@@ -135,8 +141,14 @@ class FunctionTool:
             fn_schema = _schema_from_signature(fn, name, params)
         if description is None:
             description = summary or f"{name}{inspect.signature(fn)}"
+        if not isinstance(requires_approval, bool):
+            raise TypeError(f"requires_approval must be True or False, got {requires_approval!r}")
         meta = ToolMetadata(
-            name=name, description=description, fn_schema=fn_schema, return_direct=return_direct
+            name=name,
+            description=description,
+            fn_schema=fn_schema,
+            return_direct=return_direct,
+            requires_approval=requires_approval,
         )
         return cls(fn, meta)
 
@@ -147,6 +159,10 @@ class FunctionTool:
     @property
     def return_direct(self) -> bool:
         return self.metadata.return_direct
+
+    @property
+    def requires_approval(self) -> bool:
+        return self.metadata.requires_approval
 
     def _validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.metadata.fn_schema is None:
@@ -209,6 +225,7 @@ class FunctionTool:
 
     def __repr__(self) -> str:
         flag = ", return_direct=True" if self.return_direct else ""
+        flag += ", requires_approval=True" if self.requires_approval else ""
         return f"FunctionTool(name={self.name!r}{flag})"
 
     def _repr_html_(self) -> str:

@@ -258,7 +258,7 @@ def test_queued_step_of_a_new_task() -> None:
     line = _node_line(dot, "s0")
     assert "#1 queued" in line and "in: hello" in line and _fill(StepStatus.QUEUED) in line
     assert status_summary(runner.state_of(task)) == {
-        "queued": 1, "blocked": 0, "running": 0, "done": 0, "failed": 0, "undone": 0,
+        "queued": 1, "awaiting approval": 0, "blocked": 0, "running": 0, "done": 0, "failed": 0, "undone": 0,
     }
 
 
@@ -412,7 +412,7 @@ def test_legend_lists_every_status() -> None:
     runner, task = run_plan([{"out": "x"}], steps=0)
     dot = task_to_dot(runner.state_of(task), legend=True)
     for status in StepStatus:
-        assert f"legend_{status.value} [" in dot
+        assert f"legend_{status.name.lower()} [" in dot
 
 
 def test_odd_state_still_draws() -> None:

@@ -64,6 +64,12 @@ class TaskStateError(RuntimeError):
     """The call does not fit the task's state (finalized, abandoned, nothing to undo...)."""
 
 
+def _approvals() -> Any:
+    from nbagent.runner import approvals
+
+    return approvals
+
+
 class AgentRunner:
     """Orchestrates tasks for one worker, keeps their state and the conversation memory."""
 
@@ -81,6 +87,7 @@ class AgentRunner:
         verbose: bool = False,
         keep_history: bool = True,
         autosave: str | os.PathLike[str] | None = None,
+        approve_tools: Any = None,
     ) -> None:
         if not isinstance(agent_worker, BaseAgentWorker):
             raise TypeError(
@@ -97,6 +104,7 @@ class AgentRunner:
         self.keep_history = keep_history
         self.events = EventDispatcher()
         self._tasks: dict[str, TaskState] = {}
+        self.approve_tools = approve_tools
         if autosave is not None:  # save after every change (see nbagent.persist)
             self.autosave = autosave
 
@@ -235,7 +243,9 @@ class AgentRunner:
                     f"step {step.step_id!r} is not queued in task {state.task_id!r}; "
                     f"queued: {[s.step_id for s in queue]}"
                 )
-            return next(s for s in queue if s.step_id == step.step_id)
+            picked = next(s for s in queue if s.step_id == step.step_id)
+            _approvals().check_decided(state, picked)
+            return picked
         if not queue:
             done = "its last step is done" if state.status == TaskStatus.COMPLETED else (
                 "no final output was produced"
@@ -246,6 +256,8 @@ class AgentRunner:
         for s in queue:
             if state.is_step_ready(s):
                 return s
+        for s in queue:
+            _approvals().check_decided(state, s)
         raise TaskStateError(
             f"task {state.task_id!r} has queued steps but none is ready: "
             f"{[s.step_id for s in queue]} wait for steps that are not done"
@@ -404,6 +416,35 @@ class AgentRunner:
             raise TaskStateError(f"task {state.task_id!r} is running a step; abandon after it ends")
         state.abandoned = True
         self._emit(TaskAbandoned(state.task_id))
+
+    # ----- approval of tool calls (nbagent.approval, nbagent.runner.approvals) -------------
+    @property
+    def approve_tools(self) -> Any:
+        """Runner-wide approval policy: None (only tools marked ``requires_approval``),
+        ``"all"``, a list of tool names, or ``fn(tool_name, arguments) -> bool``."""
+        return self.__dict__.get("_approve_tools")
+
+    @approve_tools.setter
+    def approve_tools(self, policy: Any) -> None:
+        from nbagent.approval import check_policy
+
+        self.__dict__["_approve_tools"] = check_policy(policy)
+
+    def pending_approvals(self, task_id: TaskRef) -> list[Any]:
+        """The task's tool calls waiting for a decision (``call_id``, ``tool_name``, ``arguments``)."""
+        return _approvals().pending_approvals(self, task_id)
+
+    def approve(
+        self, task_id: TaskRef, call_id: str, arguments: dict[str, Any] | None = None, *, by: str = "user"
+    ) -> dict[str, Any]:
+        """Approve a waiting call, optionally with edited ``arguments``; returns the decision."""
+        return _approvals().approve(self, task_id, call_id, arguments, by=by)
+
+    def reject(
+        self, task_id: TaskRef, call_id: str, reason: str | None = None, *, by: str = "user"
+    ) -> dict[str, Any]:
+        """Reject a waiting call; the model gets ``reason`` as its result. Returns the decision."""
+        return _approvals().reject(self, task_id, call_id, reason, by=by)
 
     # ----- finishing ---------------------------------------------------------------------
     def _sources(self, state: TaskState) -> list[ToolOutput]:

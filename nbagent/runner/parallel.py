@@ -118,6 +118,7 @@ class ParallelAgentRunner(AgentRunner):
             for s in queue:
                 if state.is_step_ready(s):
                     return s
+            _check_approvals(state)
             raise TaskStateError(_nothing_ready(state))
         i = _index_of(queue, step)
         if i < 0:
@@ -134,6 +135,9 @@ class ParallelAgentRunner(AgentRunner):
                 )
             step = found
         if not state.is_step_ready(step):
+            from nbagent.runner.approvals import check_decided
+
+            check_decided(state, step)
             waits = [p for p in step.prev_steps if p not in state.outputs]
             raise TaskStateError(
                 f"step {step.step_id!r} of task {state.task_id!r} is blocked: it waits for "
@@ -334,6 +338,14 @@ class ParallelAgentRunner(AgentRunner):
         return await self.arun_until_done(task_id, mode, tool_choice=tool_choice)
 
 
+def _check_approvals(state: TaskState) -> None:
+    """Raise ``AwaitingApprovalError`` if a queued step waits for decisions on tool calls."""
+    from nbagent.runner.approvals import check_decided
+
+    for s in state.step_queue:
+        check_decided(state, s)
+
+
 def _nothing_ready(state: TaskState) -> str:
     """Why no step of the task can run now, naming the steps and what they wait for."""
     tid = state.task_id
@@ -397,6 +409,7 @@ class _Drive:
         self.finished: asyncio.Future[None] = loop.create_future()
         first = [s for s in state.step_queue if state.is_step_ready(s)]
         if not first:
+            _check_approvals(state)
             raise TaskStateError(_nothing_ready(state))
         for s in first:
             self.claimed.add(s.step_id)
@@ -419,6 +432,7 @@ class _Drive:
                 error.add_note(f"{len(self.errors) - 1} other step(s) failed too: {others}")
             raise error
         if self.follow and self.last is None:
+            _check_approvals(state)
             raise TaskStateError(_nothing_ready(state))
         self.results.sort(key=lambda r: r[0])
         return [out for _, out in self.results]
@@ -486,6 +500,8 @@ class _Drive:
                 left -= 1
             if left <= 0 and not state.is_step_ready(nxt):  # links changed meanwhile: recount
                 left = sum(1 for p in nxt.prev_steps if p not in done)
+                if left <= 0:  # its tool calls await approval: it waits for a decision
+                    continue
             if left > 0:
                 self.waiting[sid] = left
                 continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from nbagent.approval import is_awaiting
 from nbagent.memory import MemorySnapshot
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.schema import Task, TaskStep, TaskStepOutput
@@ -39,6 +40,7 @@ class StepStatus(str, Enum):
     """Where a step is: in the queue (ready or blocked), running, done, failed or undone."""
 
     QUEUED = "queued"
+    AWAITING = "awaiting approval"  # queued, with tool calls a person has not decided yet
     BLOCKED = "blocked"
     RUNNING = "running"
     DONE = "done"
@@ -131,13 +133,16 @@ class TaskState:
         if step_id == self.failed_step_id():
             return StepStatus.FAILED
         step = self.steps.get(step_id)
+        if step is not None and is_awaiting(step):
+            return StepStatus.AWAITING
         if step is not None and not self.is_step_ready(step):
             return StepStatus.BLOCKED
         return StepStatus.QUEUED
 
     def is_step_ready(self, step: TaskStep) -> bool:
-        """Ready when every step it depends on (``prev_steps``) is done."""
-        return all(pid in self.outputs for pid in step.prev_steps)
+        """Ready when every step it depends on (``prev_steps``) is done and none of its tool
+        calls waits for approval."""
+        return all(pid in self.outputs for pid in step.prev_steps) and not is_awaiting(step)
 
     def register(self, step: TaskStep) -> None:
         if step.task_id != self.task.task_id:

@@ -12,6 +12,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
 from nbagent.runner.state import StepStatus
 from nbagent.viz.escape import args_preview, clean, preview, short_id, wrap_lines
@@ -33,6 +34,7 @@ __all__ = [
 
 STATUS_ORDER: tuple[StepStatus, ...] = (
     StepStatus.QUEUED,
+    StepStatus.AWAITING,
     StepStatus.BLOCKED,
     StepStatus.RUNNING,
     StepStatus.DONE,
@@ -43,6 +45,7 @@ STATUS_ORDER: tuple[StepStatus, ...] = (
 # (fill, border, text): light fills with dark text, readable on light and dark pages alike.
 STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
     StepStatus.QUEUED: ("#f1f5f9", "#64748b", "#1e293b"),
+    StepStatus.AWAITING: ("#ffedd5", "#c2410c", "#431407"),
     StepStatus.BLOCKED: ("#fef3c7", "#b45309", "#451a03"),
     StepStatus.RUNNING: ("#dbeafe", "#1d4ed8", "#172554"),
     StepStatus.DONE: ("#dcfce7", "#15803d", "#052e16"),
@@ -51,6 +54,7 @@ STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
 }
 _STYLES: dict[StepStatus, str] = {
     StepStatus.QUEUED: "rounded,filled",
+    StepStatus.AWAITING: "rounded,filled,bold",
     StepStatus.BLOCKED: "rounded,filled,dotted",
     StepStatus.RUNNING: "rounded,filled,bold",
     StepStatus.DONE: "rounded,filled",
@@ -206,6 +210,26 @@ def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
     return lines
 
 
+def _approval_lines(step: TaskStep, limit: int) -> list[tuple[str, str]]:
+    """The calls of a step that waits (or waited) for approval, each with its decision."""
+    lines: list[tuple[str, str]] = []
+    for c in decisions_of(step):
+        call = f"{clean(c.get('tool_name'))}({args_preview(c.get('arguments') or {})})"
+        d = c.get("decision")
+        if not c.get("needs_approval"):
+            lines.append((f"with: {preview(call, limit)}", "muted"))
+        elif d is None:
+            lines.append((f"approve? {preview(call, limit)}", "error"))
+        elif d.get("decision") == "approved":
+            edited = d.get("arguments")
+            what = f" as ({args_preview(edited)})" if edited is not None else ""
+            lines.append((preview(f"approved by {clean(d.get('by'))}: {call}{what}", limit), "text"))
+        else:
+            why = f": {clean(d.get('reason'))}" if d.get("reason") else ""
+            lines.append((preview(f"rejected by {clean(d.get('by'))}: {call}{why}", limit), "error"))
+    return lines
+
+
 def _step_node(
     state: TaskState,
     index: int,
@@ -222,6 +246,8 @@ def _step_node(
     lines: list[tuple[str, str]] = [(f"{head} · {short_id(sid)}", "head")]
     if step is not None and step.input is not None:
         lines.append((f"in: {preview(step.input, limit)}", "text"))
+    if step is not None and APPROVAL_KEY in step.step_state:
+        lines.extend(_approval_lines(step, limit))
     if out is not None:
         lines.extend(_output_lines(out, limit))
     if failures:
@@ -470,8 +496,8 @@ def task_to_dot(
                 "fillcolor": fill, "color": border, "fontcolor": font,
                 "style": _STYLES[status], "fontsize": "9",
             }
-            lines.append(f"    legend_{status.value} [{_attr_list(attrs)}];")
-        names_in_order = " -> ".join(f"legend_{s.value}" for s in STATUS_ORDER)
+            lines.append(f"    legend_{status.name.lower()} [{_attr_list(attrs)}];")
+        names_in_order = " -> ".join(f"legend_{s.name.lower()}" for s in STATUS_ORDER)
         lines.append(f'    {{ rank="same"; {names_in_order} [style="invis"]; }}')
         lines.append("  }")
     lines.append("}")

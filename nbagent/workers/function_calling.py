@@ -37,6 +37,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from nbagent import approval
 from nbagent.llms.base import ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.runner.snapshot import AppendLog
@@ -159,11 +160,15 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         return TaskStep(task_id=task.task_id, input=task.input, step_state={_FIRST: True})
 
     async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        if approval.record_of(step) is not None:
+            return await self._run_decided(step, task)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
         response: ChatResponse = await self.llm.achat(messages, tools=tools, tool_choice=choice)
         return await self._handle_reply(step, task, tools, response.message)
 
     async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        if approval.record_of(step) is not None:
+            return await self._run_decided(step, task)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
         stream = aiter(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
         last: ChatResponse | None = None
@@ -246,7 +251,46 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             return TaskStepOutput(output=answer, task_step=step, is_last=True)
 
         task.scratch_memory.put(_as_assistant(reply))
+        policy = approval.policy_of(task)
+        by_name = tools_by_name(tools)
+        flags = [approval.needs_approval(by_name.get(c.tool_name), c, policy) for c in calls]
+        if any(flags):  # nothing runs until a person decides; the next step runs the calls
+            waiting = step.get_next_step(
+                step_state={approval.APPROVAL_KEY: approval.make_record(calls, flags)}
+            )
+            names = [c.tool_name for c, f in zip(calls, flags) if f]
+            if self.verbose:
+                print(f"=== Awaiting approval ===\n{names}")
+            note = AgentChatResponse(
+                response=text, metadata={approval.AWAITING_KEY: [c.tool_id for c, f in zip(calls, flags) if f]}
+            )
+            return TaskStepOutput(
+                output=note, task_step=step, next_steps=[waiting], is_last=False, reasoning=text or None
+            )
         outputs = await self._run_calls(task, tools, calls)
+        return self._after_calls(step, task, tools, calls, outputs, text)
+
+    async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
+        """Run the calls of a reply once a person decided: approved ones (with edited
+        arguments), the others of the reply; rejected ones answer with the reason."""
+        tools = await self.aget_tools(task.input)
+        calls, rejected = approval.split_decided(step)
+        ran = iter(await self._run_calls(task, tools, [c for c in calls if c.tool_id not in rejected]))
+        outputs = [rejected[c.tool_id] if c.tool_id in rejected else next(ran) for c in calls]
+        return self._after_calls(step, task, tools, calls, outputs, "", carry_input=step.input)
+
+    def _after_calls(
+        self,
+        step: TaskStep,
+        task: Task,
+        tools: list[FunctionTool],
+        calls: list[ToolSelection],
+        outputs: list[ToolOutput],
+        text: str,
+        carry_input: str | None = None,
+    ) -> TaskStepOutput:
+        """Record the tool replies; answer (return_direct) or queue the next model call."""
+        sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
         for call, out in zip(calls, outputs):
             task.scratch_memory.put(
                 ChatMessage(
@@ -282,7 +326,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         return TaskStepOutput(
             output=progress,
             task_step=step,
-            next_steps=[step.get_next_step(step_state={})],
+            next_steps=[step.get_next_step(input=carry_input, step_state={})],
             is_last=False,
             reasoning=text or None,
             tool_outputs=outputs,

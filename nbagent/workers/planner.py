@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nbagent import approval
 from nbagent.llms.base import LLM
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.runner.snapshot import AppendLog
@@ -280,6 +281,7 @@ class PlannerAgentWorker(BaseAgentWorker):
 
     def _plan_steps(self, plan: Plan, task: Task, rnd: int) -> list[TaskStep]:
         steps: dict[int, TaskStep] = {}
+        policy = approval.policy_of(task)
         for call in plan.calls:
             steps[call.index] = TaskStep(
                 task_id=task.task_id,
@@ -293,6 +295,12 @@ class PlannerAgentWorker(BaseAgentWorker):
                 },
                 is_ready=False,
             )
+            sel = ToolSelection(
+                tool_id=f"plan{rnd + 1}_{call.index}", tool_name=call.tool, tool_kwargs=call.args
+            )
+            if approval.needs_approval(self._tools_by_name.get(call.tool), sel, policy):
+                # the call step waits for a person; $N in its arguments are filled when it runs
+                steps[call.index].step_state[approval.APPROVAL_KEY] = approval.make_record([sel], [True])
         used: set[int] = set()
         for call in plan.calls:
             for dep in call.deps:
@@ -324,7 +332,13 @@ class PlannerAgentWorker(BaseAgentWorker):
                     failed.append(int(ps["index"]))
         call_id = f"plan{int(own.get('round', 0)) + 1}_{index}"
         args = own.get("args", {})
-        if failed:
+        rejected: ToolOutput | None = None
+        if approval.record_of(step) is not None:
+            (decided,), no = approval.split_decided(step)
+            args, rejected = decided.tool_kwargs, no.get(decided.tool_id)
+        if rejected is not None:
+            out = rejected
+        elif failed:
             refs = ", ".join(f"${n}" for n in sorted(failed))
             out = ToolOutput(
                 content=f"Error: not run, because {refs} failed",

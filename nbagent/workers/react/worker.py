@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from nbagent import approval
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.runner.snapshot import AppendLog
@@ -138,12 +139,16 @@ class ReActAgentWorker(BaseAgentWorker):
 
     async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         """One model call and, if it asks for one, one tool call."""
+        if approval.record_of(step) is not None:
+            return await self._run_decided(step, task)
         tools, messages = self._begin(step, task)
         response = await self.llm.achat(messages)
         return await self._finish_step(response.message.text, step, task, tools)
 
     async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         """Like ``arun_step``, but an answer is streamed from the moment ``Answer:`` arrives."""
+        if approval.record_of(step) is not None:
+            return await self._run_decided(step, task)
         tools, messages = self._begin(step, task)
         stream = self.llm.astream_chat(messages)
         parts: list[str] = []
@@ -215,6 +220,9 @@ class ReActAgentWorker(BaseAgentWorker):
             print(f"> {message.text}")
 
     def _next(self, step: TaskStep) -> list[TaskStep]:
+        if approval.APPROVAL_KEY in step.step_state:  # the decisions belong to this step only
+            rest = {k: v for k, v in step.step_state.items() if k != approval.APPROVAL_KEY}
+            return [step.get_next_step(input=None, step_state=rest)]
         return [step.get_next_step(input=None)]
 
     async def _finish_step(
@@ -241,21 +249,53 @@ class ReActAgentWorker(BaseAgentWorker):
         self._record(task, parsed)
         by_name = self._tools_by_name if tools is self.tools else tools_by_name(tools)
         call_id = f"react_{task.extra_state['iterations']}"
-        out: ToolOutput = await acall_tool(
-            by_name, ToolSelection(tool_id=call_id, tool_name=parsed.action, tool_kwargs=parsed.action_input)
-        )
+        call = ToolSelection(tool_id=call_id, tool_name=parsed.action, tool_kwargs=parsed.action_input)
+        if approval.needs_approval(by_name.get(parsed.action), call, approval.policy_of(task)):
+            # the action waits for a person; the next step runs it (or reports the rejection)
+            rec = approval.make_record([call], [True])
+            rec["thought"] = parsed.thought
+            return TaskStepOutput(
+                output=AgentChatResponse(response="", metadata={approval.AWAITING_KEY: [call_id]}),
+                task_step=step,
+                next_steps=[step.get_next_step(input=None, step_state={approval.APPROVAL_KEY: rec})],
+                is_last=False,
+                reasoning=parsed.thought or None,
+            )
+        out: ToolOutput = await acall_tool(by_name, call)
+        return self._after_call(parsed.thought, out, step, task, by_name)
+
+    async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
+        """Run the action a person approved (maybe with edited input), or tell the model it
+        was rejected and why."""
+        tools = self.get_tools(task.input)
+        by_name = self._tools_by_name if tools is self.tools else tools_by_name(tools)
+        (call,), rejected = approval.split_decided(step)
+        if call.tool_id in rejected:
+            out = rejected[call.tool_id]
+        else:
+            out = await acall_tool(by_name, call)
+        thought = str((approval.record_of(step) or {}).get("thought") or "")
+        result = self._after_call(thought, out, step, task, by_name)
+        if step.input is not None and result.next_steps:  # input given here goes to the model next
+            result.next_steps[0].input = step.input
+        return result
+
+    def _after_call(
+        self, thought: str, out: ToolOutput, step: TaskStep, task: Task, by_name: dict[str, FunctionTool]
+    ) -> TaskStepOutput:
+        """Record a tool's output as an observation; answer if it returns directly."""
         task.extra_state["sources"].append(out)
         self._record(task, ObservationReasoningStep(observation=out.content, is_error=out.is_error))
-        tool = by_name.get(parsed.action)
+        tool = by_name.get(out.tool_name)
         if tool is not None and tool.return_direct and not out.is_error:
-            answer = ResponseReasoningStep(thought=parsed.thought, response=out.content)
+            answer = ResponseReasoningStep(thought=thought, response=out.content)
             return self._answer(answer, step, task, tool_outputs=[out])
         return TaskStepOutput(
             output=AgentChatResponse(response=out.content, sources=[out]),
             task_step=step,
             next_steps=self._next(step),
             is_last=False,
-            reasoning=parsed.thought or None,
+            reasoning=thought or None,
             tool_outputs=[out],
         )
 

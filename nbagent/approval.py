@@ -1,0 +1,257 @@
+"""Approval of tool calls: a call with real effects waits for a person to approve or reject it.
+
+Who decides is part of the run. When a model asks for a call that needs approval, the worker
+does not run it: it queues the next step with an *approval record* in its ``step_state``
+(key ``"approval"``) and that step waits until every call in it is decided. The record is
+plain JSON, so undo (the step's state is snapshotted before it runs), save/load and the
+report keep it with no extra machinery::
+
+    {"calls": [{"call_id", "tool_name", "arguments", "needs_approval"}, ...],
+     "decisions": {call_id: {"decision": "approved" | "rejected", "arguments", "reason",
+                             "by", "at"}},
+     "log": [every decision in the order it was made, overridden ones included]}
+
+Calls that do not need approval but came in the same reply wait with the others, so the
+tool replies stay in the model's call order. A rejected call runs nothing; the model gets
+``"Rejected by <who>: <reason>"`` as the call's result and can adapt.
+
+This module is below the runner (workers use it); the runner-side methods
+(``pending_approvals``, ``approve``, ``reject``) are in ``nbagent.runner.approvals``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from pydantic import ValidationError
+
+from nbagent.messages import ToolOutput, ToolSelection
+from nbagent.schema import TaskStep
+from nbagent.tools import FunctionTool, _validation_message
+
+__all__ = [
+    "APPROVAL_KEY",
+    "ApprovalPolicy",
+    "PendingCall",
+    "needs_approval",
+    "check_policy",
+    "make_record",
+    "is_awaiting",
+    "undecided",
+    "decide",
+    "split_decided",
+    "rejection_output",
+]
+
+APPROVAL_KEY = "approval"
+#: Metadata key of a step output whose calls now wait for approval (their call ids).
+AWAITING_KEY = "awaiting_approval"
+APPROVED = "approved"
+REJECTED = "rejected"
+
+#: ``approve_tools=``: ``"all"``, ``None`` (only tools marked ``requires_approval``), a list of
+#: tool names, or ``fn(tool_name, arguments) -> bool``.
+ApprovalPolicy = Union[str, Sequence[str], Callable[[str, dict[str, Any]], bool], None]
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """One tool call waiting for a decision."""
+
+    task_id: str
+    step_id: str
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"PendingCall({self.call_id!r}: {self.tool_name}({args}))"
+
+
+def check_policy(policy: Any) -> ApprovalPolicy:
+    """Validate an ``approve_tools=`` value (clear error naming what is allowed)."""
+    if policy is None or policy == "all" or callable(policy):
+        return policy  # type: ignore[no-any-return]
+    if isinstance(policy, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in policy):
+        return list(policy)
+    raise ValueError(
+        f"approve_tools must be None, 'all', a list of tool names or a function "
+        f"(tool_name, arguments) -> bool; got {policy!r}"
+    )
+
+
+def policy_of(task: Any) -> ApprovalPolicy:
+    """The runner-wide policy of the runner that owns ``task`` (None when there is none)."""
+    runner = getattr(task, "_runner", None)
+    return getattr(runner, "approve_tools", None) if runner is not None else None
+
+
+def needs_approval(
+    tool: FunctionTool | None, call: ToolSelection, policy: ApprovalPolicy = None
+) -> bool:
+    """Does this call wait for a person? The tool's own flag, or the runner-wide policy.
+
+    An unknown tool never waits: the model gets the usual "no such tool" error at once.
+    """
+    if tool is None:
+        return False
+    if getattr(tool.metadata, "requires_approval", False):
+        return True
+    if policy is None:
+        return False
+    if policy == "all":
+        return True
+    if callable(policy):
+        return bool(policy(call.tool_name, dict(call.tool_kwargs)))
+    return call.tool_name in policy
+
+
+def make_record(calls: Iterable[ToolSelection], flags: Iterable[bool]) -> dict[str, Any]:
+    """The approval record for the calls of one reply (``flags``: which need approval)."""
+    return {
+        "calls": [
+            {
+                "call_id": c.tool_id,
+                "tool_name": c.tool_name,
+                "arguments": dict(c.tool_kwargs),
+                "needs_approval": bool(f),
+            }
+            for c, f in zip(calls, flags)
+        ],
+        "decisions": {},
+        "log": [],
+    }
+
+
+def record_of(step: TaskStep) -> dict[str, Any] | None:
+    rec = step.step_state.get(APPROVAL_KEY) if isinstance(step.step_state, dict) else None
+    return rec if isinstance(rec, dict) else None
+
+
+def undecided(step: TaskStep) -> list[dict[str, Any]]:
+    """The calls of ``step`` that need approval and have no decision yet."""
+    rec = record_of(step)
+    if rec is None:
+        return []
+    decided = rec.get("decisions", {})
+    return [c for c in rec.get("calls", []) if c.get("needs_approval") and c["call_id"] not in decided]
+
+
+def is_awaiting(step: TaskStep) -> bool:
+    """True while some call of ``step`` waits for a decision (the step cannot run yet)."""
+    return bool(undecided(step))
+
+
+def pending_of(task_id: str, step: TaskStep) -> list[PendingCall]:
+    return [
+        PendingCall(task_id, step.step_id, c["call_id"], c["tool_name"], dict(c["arguments"]))
+        for c in undecided(step)
+    ]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def decide(
+    step: TaskStep,
+    call_id: str,
+    decision: str,
+    *,
+    tool: FunctionTool | None = None,
+    arguments: dict[str, Any] | None = None,
+    reason: str | None = None,
+    by: str = "user",
+) -> dict[str, Any]:
+    """Record a decision on one call of ``step``; edited ``arguments`` are checked against
+    the tool's schema first. A later decision on the same call replaces the earlier one
+    (both stay in the record's log)."""
+    rec = record_of(step)
+    if rec is None:
+        raise ValueError(f"step {step.step_id!r} has no tool calls waiting for approval")
+    call = next((c for c in rec["calls"] if c["call_id"] == call_id), None)
+    if call is None or not call.get("needs_approval"):
+        ids = [c["call_id"] for c in rec["calls"] if c.get("needs_approval")]
+        raise ValueError(
+            f"call {call_id!r} is not a call awaiting approval in step {step.step_id!r}; "
+            f"calls there: {ids}"
+        )
+    if decision not in (APPROVED, REJECTED):
+        raise ValueError(f"decision must be {APPROVED!r} or {REJECTED!r}, got {decision!r}")
+    if not isinstance(by, str) or not by:
+        raise ValueError(f"by must name who decided (a non-empty str), got {by!r}")
+    if arguments is not None:
+        if decision != APPROVED:
+            raise ValueError("only an approval can change a call's arguments")
+        if not isinstance(arguments, dict):
+            raise TypeError(f"arguments must be a dict, got {type(arguments).__name__}")
+        if tool is not None and tool.metadata.fn_schema is not None:
+            try:
+                tool.metadata.fn_schema.model_validate(arguments)
+            except ValidationError as e:
+                raise ValueError(_validation_message(tool, e)) from None
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+    entry = {
+        "call_id": call_id,
+        "decision": decision,
+        "arguments": dict(arguments) if arguments is not None else None,
+        "reason": reason,
+        "by": by,
+        "at": _now(),
+    }
+    rec["decisions"][call_id] = entry
+    rec["log"].append(dict(entry))
+    return entry
+
+
+def rejection_output(call: ToolSelection, entry: dict[str, Any]) -> ToolOutput:
+    """What the model sees for a rejected call: who rejected it and why."""
+    reason = entry.get("reason") or "no reason given"
+    return ToolOutput(
+        content=f"Rejected by {entry.get('by', 'user')}: {reason}. The call was not run.",
+        tool_name=call.tool_name,
+        raw_input=dict(call.tool_kwargs),
+        is_error=True,
+        tool_call_id=call.tool_id,
+    )
+
+
+def split_decided(step: TaskStep) -> tuple[list[ToolSelection], dict[str, ToolOutput]]:
+    """The step's calls in order (approved ones with their edited arguments) and, by call id,
+    the outputs standing in for the rejected ones. Raises while a call is undecided."""
+    rec = record_of(step)
+    if rec is None:
+        raise ValueError(f"step {step.step_id!r} has no approval record")
+    waiting = undecided(step)
+    if waiting:
+        raise RuntimeError(
+            f"step {step.step_id!r} still waits for decisions on {[c['call_id'] for c in waiting]}"
+        )
+    calls: list[ToolSelection] = []
+    rejected: dict[str, ToolOutput] = {}
+    for c in rec["calls"]:
+        entry = rec["decisions"].get(c["call_id"])
+        args = c["arguments"]
+        if entry is not None and entry["decision"] == APPROVED and entry.get("arguments") is not None:
+            args = entry["arguments"]
+        sel = ToolSelection(tool_id=c["call_id"], tool_name=c["tool_name"], tool_kwargs=dict(args))
+        calls.append(sel)
+        if entry is not None and entry["decision"] == REJECTED:
+            rejected[c["call_id"]] = rejection_output(sel, entry)
+    return calls, rejected
+
+
+def decisions_of(step: TaskStep) -> list[dict[str, Any]]:
+    """The step's calls, each with its current decision (None while undecided): for views."""
+    rec = record_of(step)
+    if rec is None:
+        return []
+    out = []
+    for c in rec["calls"]:
+        out.append({**c, "decision": rec["decisions"].get(c["call_id"])})
+    return out
