@@ -148,37 +148,11 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
                 pending.append(linked)
     models: dict[str, str] = runner.__dict__.get("_step_models", {})
     running = [enc.steps[sid] for sid in enc.steps if sid in state.running]
-    steps = []
-    for s in enc.steps.values():
-        step_record: dict[str, Any] = {
-            "step_id": s.step_id,
-            "input": s.input,
-            "is_ready": s.is_ready,
-            "next_steps": list(s.next_steps),
-            "prev_steps": list(s.prev_steps),
-        }
-        if s.step_id not in state.steps:
-            step_record["registered"] = False  # reachable, but not in the task's registry
-        steps.append(step_record)
-    out_records = []
-    for i, out in enumerate(outputs):
-        p: Path_ = (root, f".outputs[{i}] (step {out.task_step.step_id})")
-        usage = out.usage
-        out_records.append(
-            {
-                "step_id": out.task_step.step_id,
-                "is_last": out.is_last,
-                "next_steps": [s.step_id for s in out.next_steps],
-                "reasoning": out.reasoning,
-                "latency_s": out.latency_s,
-                "usage": None if usage is None else {
-                    "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.completion_tokens,
-                },
-                "output": enc.value(out.output, (p, ".output")),
-                "tool_outputs": enc.value(out.tool_outputs, (p, ".tool_outputs")),
-            }
-        )
+    steps = [_step_record(s, s.step_id in state.steps) for s in enc.steps.values()]
+    out_records = [
+        _output_record(enc, out, (root, f".outputs[{i}] (step {out.task_step.step_id})"))
+        for i, out in enumerate(outputs)
+    ]
     record: dict[str, Any] = {
         "task_id": task.task_id,
         "input": task.input,
@@ -199,17 +173,7 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
         "undone_edges": [[a, b] for a, b in state.undone_edges],
         "undone_ids": sorted(state.undone_ids),
         "history": [_snapshot_to_dict(enc, snap, (root, f".history[{i}]")) for i, snap in enumerate(state.history)],
-        "failures": [
-            {
-                "step_id": f.step_id,
-                "error_type": f.error_type,
-                "message": f.message,
-                "traceback": f.traceback,
-                "at": f.at,
-                "attempt": f.attempt,
-            }
-            for f in state.failures
-        ],
+        "failures": [_failure_record(f) for f in state.failures],
         "finalized": state.finalized,
         "abandoned": state.abandoned,
         "keep_history": state.keep_history,
@@ -217,6 +181,49 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
         "models": {sid: models[sid] for sid in enc.steps if sid in models},
     }
     return record
+
+
+# One record per step, output and failure: the run file lists them, the SQLite store
+# (nbagent.store.sqlite) keeps each in its own row.
+def _step_record(s: TaskStep, registered: bool = True) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "step_id": s.step_id,
+        "input": s.input,
+        "is_ready": s.is_ready,
+        "next_steps": list(s.next_steps),
+        "prev_steps": list(s.prev_steps),
+    }
+    if not registered:
+        record["registered"] = False  # reachable, but not in the task's registry
+    return record
+
+
+def _output_record(enc: _Encoder, out: TaskStepOutput, p: Path_) -> dict[str, Any]:
+    usage = out.usage
+    return {
+        "step_id": out.task_step.step_id,
+        "is_last": out.is_last,
+        "next_steps": [s.step_id for s in out.next_steps],
+        "reasoning": out.reasoning,
+        "latency_s": out.latency_s,
+        "usage": None if usage is None else {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+        },
+        "output": enc.value(out.output, (p, ".output")),
+        "tool_outputs": enc.value(out.tool_outputs, (p, ".tool_outputs")),
+    }
+
+
+def _failure_record(f: StepFailure) -> dict[str, Any]:
+    return {
+        "step_id": f.step_id,
+        "error_type": f.error_type,
+        "message": f.message,
+        "traceback": f.traceback,
+        "at": f.at,
+        "attempt": f.attempt,
+    }
 
 
 _SNAPSHOT_FIELDS = frozenset(f.name for f in dataclasses.fields(StepSnapshot))
@@ -300,16 +307,17 @@ def runner_from_dict(
     runner_cls: type[R] | None = None,
     restore_ids: bool = True,
     source: str = "run data",
+    decoder: _Decoder | None = None,
     **runner_kwargs: Any,
 ) -> R:
-    """Rebuild a runner from ``runner_to_dict`` data."""
+    """Rebuild a runner from ``runner_to_dict`` data (``decoder``: the store's own)."""
     from nbagent.costs import Pricing, register_runner
     from nbagent.runner.base import AgentRunner
 
     doc = check_header(doc, source)
     cls: type[Any] = runner_cls or AgentRunner
     rdoc = doc["runner"]
-    dec = _Decoder(source)
+    dec = decoder if decoder is not None else _Decoder(source)
     info = _need(rdoc, "worker", dict, "runner", source)
     settings = dec.value(_need(rdoc, "settings", dict, "runner", source), "runner.settings")
     pricing_doc = rdoc.get("pricing")
