@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "AgentRunner": "nbagent.runner.base",
     "ParallelAgentRunner": "nbagent.runner.parallel",
     "TaskState": "nbagent.runner.state",
+    "AgentState": "nbagent.runner.agent_state",
     "TaskStatus": "nbagent.runner.state",
     "StepStatus": "nbagent.runner.state",
     "UnknownTaskError": "nbagent.runner.base",
@@ -122,6 +123,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.prompts import PromptTemplate
     from nbagent.report import write_report
     from nbagent.runner.snapshot import AppendLog
+    from nbagent.runner.agent_state import AgentState
     from nbagent.runner.state import StepStatus, TaskState, TaskStatus
     from nbagent.schema import (
         AgentChatResponse,

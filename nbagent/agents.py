@@ -23,6 +23,8 @@ _RUNNER_KEYS = (
     "init_task_state_kwargs",
     "keep_history",
     "approve_tools",
+    "state",
+    "callback_manager",
 )
 
 

@@ -115,11 +115,36 @@ class Task(BaseModel):
     def __repr__(self) -> str:
         return f"Task(task_id={self.task_id!r}, input={_short(self.input)!r})"
 
+    def __getattr__(self, name: str) -> Any:
+        # The reference guide calls task.list_tasks() / task.get_completed_steps(...): those
+        # are the runner's methods; say so instead of a bare AttributeError.
+        call = _RUNNER_METHODS.get(name)
+        if call is not None:
+            raise AttributeError(
+                f"'Task' object has no attribute {name!r}: {name} is a method of the runner "
+                f"(the agent), not of the task; call {call}"
+            )
+        return super().__getattr__(name)  # type: ignore[misc]
+
     def _repr_html_(self) -> str:
         from nbagent.viz.html import task_html
 
         return task_html(self)
 
+
+_RUNNER_METHODS: dict[str, str] = {
+    "list_tasks": "agent.list_tasks()",
+    "get_completed_tasks": "agent.get_completed_tasks()",
+    "get_completed_steps": "agent.get_completed_steps(task.task_id)",
+    "get_upcoming_steps": "agent.get_upcoming_steps(task.task_id)",
+    "get_task_output": "agent.get_task_output(task.task_id)",
+    "run_step": "agent.run_step(task.task_id)",
+    "arun_step": "await agent.arun_step(task.task_id)",
+    "stream_step": "agent.stream_step(task.task_id)",
+    "finalize_response": "agent.finalize_response(task.task_id)",
+    "undo_step": "agent.undo_step(task.task_id)",
+    "delete_task": "agent.delete_task(task.task_id)",
+}
 
 # Links loaded as ids, waiting for ``resolve_links``; kept outside the model so that a step
 # carries no per-instance private storage (steps are the most numerous objects).

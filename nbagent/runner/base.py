@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from nbagent import _sync
+from nbagent._compat import pop_callback_manager, warn_callback_manager
 from nbagent.events import (
     Event,
     EventDispatcher,
@@ -36,6 +37,7 @@ from nbagent.events import (
 )
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
+from nbagent.runner.agent_state import AgentState
 from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
     AgentChatResponse,
@@ -71,13 +73,19 @@ def _approvals() -> Any:
 
 
 class AgentRunner:
-    """Orchestrates tasks for one worker, keeps their state and the conversation memory."""
+    """Orchestrates tasks for one worker, keeps their state and the conversation memory.
+
+    ``state`` (an ``AgentState``) holds the tasks (``runner.state.task_dict`` is
+    ``runner.tasks``). ``callback_manager`` is accepted for code written for the reference
+    and has no effect (a warning says so): ``subscribe`` is how to listen to steps.
+    ``verbose=True`` prints each step as it starts.
+    """
 
     def __init__(
         self,
         agent_worker: BaseAgentWorker,
         chat_history: Sequence[ChatMessage] | None = None,
-        state: Any = None,
+        state: AgentState | None = None,
         memory: ChatMemoryBuffer | None = None,
         llm: Any = None,
         callback_manager: Any = None,
@@ -94,6 +102,13 @@ class AgentRunner:
                 f"agent_worker must be a BaseAgentWorker, got {type(agent_worker).__name__}"
             )
         self.agent_worker = agent_worker
+        if state is None:
+            state = AgentState()
+        elif not isinstance(state, AgentState):
+            raise TypeError(f"state must be an nbagent AgentState, got {type(state).__name__}")
+        self.state: AgentState = state  # task_dict is the dict behind ``tasks``
+        if callback_manager is not None:
+            warn_callback_manager(type(self).__name__)
         self.memory = memory if memory is not None else ChatMemoryBuffer.from_defaults(chat_history)
         if memory is not None and chat_history is not None:
             self.memory.set(chat_history)
@@ -103,7 +118,7 @@ class AgentRunner:
         self.verbose = verbose
         self.keep_history = keep_history
         self.events = EventDispatcher()
-        self._tasks: dict[str, TaskState] = {}
+        state._adopt(self)
         self.approve_tools = approve_tools
         if autosave is not None:  # save after every change (see nbagent.persist)
             self.autosave = autosave
@@ -127,7 +142,24 @@ class AgentRunner:
     @property
     def tasks(self) -> dict[str, TaskState]:
         """Every task's state, by id (read it; change it through the runner's methods)."""
-        return self._tasks
+        return self.state.task_dict
+
+    @property
+    def _tasks(self) -> dict[str, TaskState]:
+        return self.state.task_dict
+
+    @staticmethod
+    def from_llm(tools: Sequence[Any] | None = None, llm: Any = None, **kwargs: Any) -> AgentRunner:
+        """A ready agent for ``llm``: function calling if the model takes tools
+        (``llm.is_function_calling_model``), ReAct otherwise. With no ``llm``, an OpenAI
+        agent configured from the environment. ``kwargs`` go to ``from_tools``."""
+        from nbagent.agents import FunctionCallingAgent, OpenAIAgent, ReActAgent
+
+        if llm is None:
+            return OpenAIAgent.from_tools(tools=tools, **kwargs)
+        if getattr(llm, "is_function_calling_model", False):
+            return FunctionCallingAgent.from_tools(tools=tools, llm=llm, **kwargs)
+        return ReActAgent.from_tools(tools=tools, llm=llm, **kwargs)
 
     def state_of(self, task: TaskRef) -> TaskState:
         """The TaskState of a task or task id; an unknown id is a clear error."""
@@ -149,7 +181,7 @@ class AgentRunner:
         extra_state = kwargs.pop("extra_state", None)
         if extra_state is None:
             extra_state = copy.deepcopy(self.init_task_state_kwargs)
-        kwargs.pop("callback_manager", None)
+        pop_callback_manager(kwargs, "create_task")
         task = Task(input=input, memory=self.memory, extra_state=extra_state, **kwargs)
         task._runner = self
         state = TaskState(task=task, keep_history=self.keep_history)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from nbagent._compat import pop_callback_manager
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, as_tools
@@ -56,7 +57,7 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
         verbose: bool = False,
         **kwargs: Any,
     ) -> CustomSimpleAgentWorker:
-        kwargs.pop("callback_manager", None)
+        pop_callback_manager(kwargs, "from_tools")
         return cls(tools=list(tools or []), tool_retriever=tool_retriever, llm=llm, verbose=verbose, **kwargs)
 
     def get_tools(self, input: str) -> list[FunctionTool]:

@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from nbagent import approval
+from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.runner.snapshot import AppendLog
@@ -121,7 +122,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         **kwargs: Any,
     ) -> FunctionCallingAgentWorker:
         """Build the worker the way the reference API does (``callback_manager`` is ignored)."""
-        kwargs.pop("callback_manager", None)
+        pop_callback_manager(kwargs, "from_tools")
         return cls(tools=list(tools or []), llm=llm, **kwargs)
 
     def describe(self) -> dict[str, Any]:
@@ -424,7 +425,7 @@ class OpenAIAgentWorker(FunctionCallingAgentWorker):
             from nbagent.llms.openai import OpenAILLM  # imports openai: only when needed
 
             llm = OpenAILLM(model=model, base_url=base_url, api_key=api_key)
-        kwargs.pop("callback_manager", None)
+        pop_callback_manager(kwargs, "from_tools")
         return cls(tools=list(tools or []), llm=llm, **kwargs)
 
 

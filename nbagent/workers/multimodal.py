@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from nbagent._compat import warn_callback_manager
 from nbagent.llms.base import LLM
 from nbagent.messages import ChatMessage, MessageRole
 from nbagent.runner.snapshot import AppendLog
@@ -264,6 +265,8 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             raise ValueError("pass the model once: multi_modal_llm=... or llm=..., not both")
         if image_detail is not None and image_detail not in ("low", "high", "auto"):
             raise ValueError(f"image_detail must be 'low', 'high', 'auto' or None, got {image_detail!r}")
+        if callback_manager is not None:
+            warn_callback_manager("MultimodalReActAgentWorker")
         model = multi_modal_llm if multi_modal_llm is not None else llm
         super().__init__(
             tools,
@@ -298,6 +301,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             max_iterations=max_iterations,
             react_chat_formatter=react_chat_formatter,
             output_parser=output_parser,
+            callback_manager=callback_manager,
             verbose=verbose,
             tool_retriever=tool_retriever,
             **kwargs,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nbagent import approval
+from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.runner.snapshot import AppendLog
@@ -173,7 +174,7 @@ class PlannerAgentWorker(BaseAgentWorker):
         verbose: bool = False,
         **kwargs: Any,
     ) -> PlannerAgentWorker:
-        kwargs.pop("callback_manager", None)
+        pop_callback_manager(kwargs, "PlannerAgentWorker")
         return cls(tools, llm, verbose=verbose, **kwargs)  # type: ignore[arg-type]
 
     # ----- prompts -----------------------------------------------------------------------

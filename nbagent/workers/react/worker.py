@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from nbagent import approval
+from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.runner.snapshot import AppendLog
@@ -115,7 +116,7 @@ class ReActAgentWorker(BaseAgentWorker):
         **kwargs: Any,
     ) -> ReActAgentWorker:
         """Build the worker the way the reference API does (``react_chat_formatter`` accepted)."""
-        kwargs.pop("callback_manager", None)
+        pop_callback_manager(kwargs, "ReActAgentWorker.from_tools")
         if "react_chat_formatter" in kwargs:
             kwargs["formatter"] = kwargs.pop("react_chat_formatter")
         return cls(tools, llm, max_iterations=max_iterations, verbose=verbose, **kwargs)  # type: ignore[arg-type]
