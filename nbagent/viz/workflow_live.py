@@ -64,6 +64,7 @@ class WorkflowLiveView:
         self.trace: RunTrace = RunTrace.for_workflow(workflow)
         self.handler: WorkflowHandler | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        self._unsubscribe_steps: Callable[[], None] | None = None
         self._source = ""
         self.redraws = 0
         self._lock = threading.RLock()
@@ -97,6 +98,7 @@ class WorkflowLiveView:
             self.trace.resume(agent if isinstance(agent, str) else None, text if isinstance(text, str) else None)
         self.handler = handler
         self._unsubscribe = handler.subscribe(self._on_event)
+        self._unsubscribe_steps = handler.on_step(lambda _events: self.redraw())  # step-wise runs
         handler.add_done_callback(self._on_done)
         self.redraw()
 
@@ -104,6 +106,9 @@ class WorkflowLiveView:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._unsubscribe_steps is not None:
+            self._unsubscribe_steps()
+            self._unsubscribe_steps = None
 
     def _on_event(self, event: Event) -> None:
         with self._lock:

@@ -163,6 +163,8 @@ class Context:
         if not isinstance(event, Event):
             raise TypeError(f"send_event() takes an Event, got {type(event).__name__}: {event!r}")
         runner = self._runner
+        if runner is not None and runner.take_reported(event):
+            return  # returned by run_step() and already delivered (the reference's loop sends it back)
         if runner is not None and not runner.finished and not runner.on_loop_thread():
             if step is not None:
                 self._targets(event, step)  # a bad step name fails here, in the caller's thread
@@ -181,6 +183,9 @@ class Context:
     def _dispatch(self, event: Event, step: str | None = None) -> None:
         runner = self._runner
         live = runner is not None and not runner.finished
+        if live:
+            assert runner is not None
+            runner.note_produced(event)  # for run_step() and checkpoints: what a step produced
         if step is None and isinstance(event, StopEvent):
             if not live:
                 raise WorkflowRuntimeError("a StopEvent was sent, but no run is live to stop")

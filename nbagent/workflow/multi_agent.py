@@ -360,6 +360,8 @@ class AgentWorkflow(Workflow):
         chat_history: list[ChatMessage] | None = None,
         memory: ChatMemoryBuffer | None = None,
         ctx: Context | None = None,
+        stepwise: bool = False,
+        checkpoint_callback: Any = None,
         max_iterations: int | None = None,
         **kwargs: Any,
     ) -> WorkflowHandler:
@@ -367,9 +369,12 @@ class AgentWorkflow(Workflow):
 
         ``await handler`` gives the answering agent's ``AgentOutput`` (``str()`` is the text,
         ``current_agent_name`` the agent). Reusing ``ctx`` continues the conversation.
+        ``stepwise`` and ``checkpoint_callback`` are as for ``Workflow.run``.
         """
         return super().run(
             ctx=ctx,
+            stepwise=stepwise,
+            checkpoint_callback=checkpoint_callback,
             user_msg=user_msg,
             chat_history=chat_history,
             memory=memory,

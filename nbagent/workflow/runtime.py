@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from nbagent.workflow.checkpoint import call_checkpoint_callback, checkpoint_style
 from nbagent.workflow.context import _CURRENT, Context, Execution, Item
 from nbagent.workflow.errors import (
     WorkflowCancelledError,
@@ -40,7 +41,14 @@ class Runner:
     """Drives one run of a workflow over a context (internal; users hold the handler)."""
 
     def __init__(
-        self, workflow: Workflow, ctx: Context, loop: asyncio.AbstractEventLoop, timeout: float | None
+        self,
+        workflow: Workflow,
+        ctx: Context,
+        loop: asyncio.AbstractEventLoop,
+        timeout: float | None,
+        *,
+        stepwise: bool = False,
+        checkpoint_callback: Any = None,
     ) -> None:
         self.workflow = workflow
         self.ctx = ctx
@@ -59,6 +67,41 @@ class Runner:
         self.question_futures: list[asyncio.Future[None]] = []
         self.main: asyncio.Task[None] | None = None
         self.resumed = False
+        # step-wise runs and checkpoints (see nbagent.workflow.stepwise / checkpoint)
+        self.stepwise = bool(stepwise)
+        self.checkpoint_callback = checkpoint_callback
+        self.checkpoint_style = "" if checkpoint_callback is None else checkpoint_style(checkpoint_callback)
+        self._run_id: str | None = None
+        self.produced: dict[int, list[Event]] | None = {} if (stepwise or checkpoint_callback is not None) else None
+        self.reported: list[Event] = []  # what the last run_step() returned: sending it again is a no-op
+        self.step_listeners: list[Callable[[list[Event]], Any]] = []
+        self.stepping = False
+        self.waiting_exec: int | None = None
+
+    @property
+    def run_id(self) -> str:
+        """This run's id (made when first asked for, so seeded ids stay as they were)."""
+        if self._run_id is None:
+            from nbagent.ids import new_id
+
+            self._run_id = new_id()
+        return self._run_id
+
+    def note_produced(self, event: Event) -> None:
+        """Record ``event`` as produced by the step execution running now (if any)."""
+        if self.produced is None:
+            return
+        ex = _CURRENT.get()
+        if ex is not None and ex.ctx is self.ctx:
+            self.produced.setdefault(ex.exec_id, []).append(event)
+
+    def take_reported(self, event: Event) -> bool:
+        """Whether ``event`` is one the last ``run_step()`` returned (it is then forgotten)."""
+        for i, seen in enumerate(self.reported):
+            if seen is event:
+                del self.reported[i]
+                return True
+        return False
 
     # ----- threads ------------------------------------------------------------------------
     def on_loop_thread(self) -> bool:
@@ -69,17 +112,23 @@ class Runner:
 
     # ----- the loop -----------------------------------------------------------------------
     def start(self) -> None:
+        if self.stepwise:  # nothing runs until handler.run_step()
+            self._announce_waiters()
+            return
         self.main = self.loop.create_task(self._main(), name="nbagent-workflow-run")
+
+    def _announce_waiters(self) -> None:
+        for waiter in list(self.ctx._waiters.values()):  # questions a resumed run still waits on
+            if waiter.waiter_event is not None and waiter.announced is not self:
+                waiter.announced = self
+                self.emit(waiter.waiter_event)
 
     def wake(self) -> None:
         self.notes.put_nowait(("wake",))
 
     async def _main(self) -> None:
         deadline = None if self.timeout is None else self.loop.time() + self.timeout
-        for waiter in list(self.ctx._waiters.values()):  # questions a resumed run still waits on
-            if waiter.waiter_event is not None and waiter.announced is not self:
-                waiter.announced = self
-                self.emit(waiter.waiter_event)
+        self._announce_waiters()
         try:
             while not self.finished:
                 self._start_ready()
@@ -160,14 +209,30 @@ class Runner:
         try:
             events = self._as_events(item.step, result)
             self.ctx._execution_done(item.exec_id)
+            stop: StopEvent | None = None
             for event in events:
                 if isinstance(event, StopEvent):
-                    self.stop_with(event)
-                    return
+                    stop = event
+                    self.note_produced(event)
+                    break
                 self.ctx._dispatch(event)
                 if self.workflow.verbose:
                     print(f"Step {item.step} produced {type(event).__name__}")
-        except Exception as err:  # an event no step takes, a bad return value
+            if self.checkpoint_callback is not None and not self.finished:
+                table = self.produced or {}
+                produced = list(table.get(item.exec_id, []) if self.stepwise else table.pop(item.exec_id, []))
+                await call_checkpoint_callback(
+                    self.checkpoint_callback,
+                    self.checkpoint_style,
+                    run_id=self.run_id,
+                    ctx=self.ctx,
+                    step=item.step,
+                    input_event=item.event,
+                    output_events=produced,
+                )
+            if stop is not None:
+                self.stop_with(stop)
+        except Exception as err:  # an event no step takes, a bad return value, a checkpoint
             self.fail(err)
 
     def _handle(self, note: tuple[Any, ...]) -> None:
@@ -233,6 +298,18 @@ class Runner:
                 task.cancel()
 
     def request_cancel(self) -> None:
+        if self.stepwise:  # no run loop to read the note: end the run here
+            def cancel() -> None:
+                self.fail(WorkflowCancelledError(
+                    f"the {type(self.workflow).__name__} run was stopped; resume it with "
+                    "workflow.run(ctx=handler.ctx)"
+                ))
+
+            if self.on_loop_thread():
+                cancel()
+            else:
+                self.loop.call_soon_threadsafe(cancel)
+            return
         if self.on_loop_thread():
             self.notes.put_nowait(("cancel",))
         else:
@@ -289,7 +366,58 @@ class WorkflowHandler:
 
     # ----- result -------------------------------------------------------------------------
     def __await__(self) -> Any:
-        return self._runner.future.__await__()
+        runner = self._runner
+        if runner.stepwise and not runner.finished and not runner.stepping:
+            return self._run_remaining_steps().__await__()
+        return runner.future.__await__()
+
+    async def _run_remaining_steps(self) -> Any:
+        """A step-wise run awaited: run its remaining steps (waiting for answers) to the end."""
+        from nbagent.workflow.stepwise import run_one_step
+
+        runner = self._runner
+        while not runner.finished and not runner.stepping:
+            await run_one_step(runner, through_questions=True)
+        return await runner.future
+
+    # ----- step-wise runs -------------------------------------------------------------------
+    @property
+    def stepwise(self) -> bool:
+        """Whether this run advances only when ``run_step()`` is called."""
+        return self._runner.stepwise
+
+    @property
+    def run_id(self) -> str:
+        """This run's id (the checkpoints of the run carry it)."""
+        return self._runner.run_id
+
+    def is_done(self) -> bool:
+        """Whether the run has ended (the reference's name for ``done()``)."""
+        return self.done()
+
+    async def run_step(self) -> list[Event] | None:
+        """Run the next step of a step-wise run; the events it produced, or None once the run is over.
+
+        See ``nbagent.workflow.stepwise``: the events are already delivered (sending them back
+        with ``handler.ctx.send_event`` is a no-op); a step that asks a person returns with the
+        question, and the next call finishes it once answered.
+        """
+        from nbagent.workflow.stepwise import run_one_step
+
+        return await run_one_step(self._runner)
+
+    def on_step(self, listener: Callable[[list[Event]], Any]) -> Callable[[], None]:
+        """Call ``listener(events)`` after every ``run_step()``; returns a function that stops it."""
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {type(listener).__name__}")
+        listeners = self._runner.step_listeners
+        listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in listeners:
+                listeners.remove(listener)
+
+        return unsubscribe
 
     def done(self) -> bool:
         return self._runner.future.done()
@@ -308,10 +436,13 @@ class WorkflowHandler:
 
     @property
     def status(self) -> str:
-        """``running``, ``waiting`` (for an answer), ``done``, ``failed`` or ``cancelled``."""
+        """``running``, ``waiting`` (for an answer), ``paused`` (a step-wise run between steps),
+        ``done``, ``failed`` or ``cancelled``."""
         r = self._runner
         if not r.finished:
             live = sum(1 for w in self.ctx._waiters.values() if w.future is not None and not w.future.done())
+            if r.stepwise:
+                return "waiting" if live else ("running" if r.stepping else "paused")
             return "waiting" if live and live >= len(r.tasks) and not self.ctx._pending else "running"
         return r.outcome
 
@@ -429,6 +560,8 @@ class WorkflowHandler:
             pass
         if self._runner.main is not None:
             await asyncio.wait([self._runner.main], timeout=5.0)
+        elif self._runner.tasks:  # a step-wise run: let its cancelled step unwind
+            await asyncio.wait(list(self._runner.tasks.values()), timeout=5.0)
 
     def checkpoint(self) -> dict[str, Any]:
         """``ctx.to_dict()``: a JSON-safe snapshot to resume from."""

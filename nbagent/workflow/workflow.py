@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from nbagent.workflow.checkpoint import Checkpoint, checkpoint_style
 from nbagent.workflow.context import Context
 from nbagent.workflow.decorators import STEP_ATTR, StepSpec, read_step
 from nbagent.workflow.errors import WorkflowValidationError
@@ -28,6 +29,7 @@ from nbagent.workflow.runtime import Runner, WorkflowHandler
 __all__ = ["Workflow"]
 
 _SPECS: dict[type, dict[str, StepSpec]] = {}
+_UNCHECKED: dict[type, dict[str, StepSpec]] = {}  # read with disable_validation=True
 
 
 class Workflow:
@@ -37,34 +39,34 @@ class Workflow:
     ``verbose`` prints each step as it runs.
     """
 
-    def __init__(self, timeout: float | None = None, verbose: bool = False) -> None:
+    def __init__(self, timeout: float | None = None, verbose: bool = False, disable_validation: bool = False) -> None:
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
         ):
             raise ValueError(f"timeout must be a number of seconds > 0, or None for no limit; got {timeout!r}")
         self.timeout = None if timeout is None else float(timeout)
         self.verbose = bool(verbose)
-        self._steps = type(self).step_specs()
+        self._steps = type(self).step_specs(validate=not disable_validation)
         starts = {t for s in self._steps.values() for t in s.accepts if issubclass(t, StartEvent)}
         self._start_event_cls: type[StartEvent] = starts.pop() if len(starts) == 1 else StartEvent
 
     # ----- steps --------------------------------------------------------------------------
     @classmethod
-    def step_specs(cls) -> dict[str, StepSpec]:
-        """The class's steps by name, read from their annotations and checked (cached)."""
+    def step_specs(cls, validate: bool = True) -> dict[str, StepSpec]:
+        """The class's steps by name, read from their annotations and checked (cached).
+
+        ``validate=False`` (``disable_validation=True``) skips the check that the steps fit
+        together (every event returned is taken by a step, and so on).
+        """
         cached = _SPECS.get(cls)
         if cached is not None:
             return cached
-        found: dict[str, tuple[Any, Any, type]] = {}
-        for klass in reversed(cls.__mro__):
-            for name, attr in vars(klass).items():
-                config = getattr(attr, STEP_ATTR, None)
-                if config is not None:
-                    found[name] = (attr, config, klass)
-                elif name in found and callable(attr):
-                    # overridden without @step: still that step, with the parent's settings
-                    found[name] = (attr, found[name][1], klass)
-        specs = {name: read_step(name, fn, config, owner) for name, (fn, config, owner) in found.items()}
+        if not validate:
+            unchecked = _UNCHECKED.get(cls)
+            if unchecked is None:
+                unchecked = _UNCHECKED[cls] = _read_specs(cls)
+            return unchecked
+        specs = _read_specs(cls)
         _validate(cls, specs)
         _SPECS[cls] = specs
         return specs
@@ -74,13 +76,24 @@ class Workflow:
         return self._steps
 
     # ----- running ------------------------------------------------------------------------
-    def run(self, ctx: Context | None = None, **kwargs: Any) -> WorkflowHandler:
+    def run(
+        self,
+        ctx: Context | None = None,
+        stepwise: bool = False,
+        checkpoint_callback: Any = None,
+        **kwargs: Any,
+    ) -> WorkflowHandler:
         """Start a run (or resume the unfinished one saved in ``ctx``) and return its handler.
 
         Needs a running event loop: call it in ``async def`` code or in a notebook cell. Keyword
         arguments become the StartEvent's fields (None values are left out). A ``ctx`` with an
         unfinished run (stopped, failed, timed out, or loaded from a checkpoint) resumes it:
         interrupted steps run again, queued events are delivered.
+
+        ``stepwise=True``: nothing runs until ``handler.run_step()`` (one step per call; see
+        ``nbagent.workflow.stepwise``; ``timeout`` does not apply). ``checkpoint_callback``: called
+        after every step with a ``Checkpoint`` that resumes the run (see
+        ``nbagent.workflow.checkpoint``).
         """
         try:
             loop = asyncio.get_running_loop()
@@ -90,6 +103,10 @@ class Workflow:
                 "is running here: call it inside `async def` code or a notebook cell, or use "
                 "workflow.run_sync(...) from plain code"
             ) from None
+        if not isinstance(stepwise, bool):
+            raise TypeError(f"stepwise must be True or False, got {stepwise!r}")
+        if checkpoint_callback is not None:
+            checkpoint_style(checkpoint_callback)  # a bad callback fails here, not after a step
         ctx = self._bind(ctx)
         start = {k: v for k, v in kwargs.items() if v is not None}
         resumed = ctx.has_pending_work
@@ -102,11 +119,24 @@ class Workflow:
             ctx._requeue_interrupted()
         else:
             ctx._dispatch(self._start_event_cls(**start))
-        runner = Runner(self, ctx, loop, self.timeout)
+        runner = Runner(
+            self, ctx, loop, self.timeout, stepwise=stepwise, checkpoint_callback=checkpoint_callback
+        )
         runner.resumed = resumed
         ctx._runner = runner
         runner.start()
         return WorkflowHandler(runner)
+
+    def run_from(self, checkpoint: Checkpoint, **kwargs: Any) -> WorkflowHandler:
+        """Resume a run from a ``Checkpoint`` (a fresh Context loaded from it); returns the handler.
+
+        ``kwargs`` go to ``run`` (``stepwise``, ``checkpoint_callback``), not to the StartEvent.
+        """
+        if isinstance(checkpoint, dict):
+            checkpoint = Checkpoint.from_dict(checkpoint)
+        if not isinstance(checkpoint, Checkpoint):
+            raise TypeError(f"run_from() takes a Checkpoint, got {type(checkpoint).__name__}")
+        return self.run(ctx=checkpoint.context(self), **kwargs)
 
     def run_sync(self, ctx: Context | None = None, **kwargs: Any) -> Any:
         """Run to the end from plain (non-async) code and return the result."""
@@ -152,6 +182,20 @@ class Workflow:
         from nbagent.viz.workflow_html import workflow_html
 
         return workflow_html(self)
+
+
+def _read_specs(cls: type) -> dict[str, StepSpec]:
+    """The steps of ``cls`` (its own and inherited), read from their annotations."""
+    found: dict[str, tuple[Any, Any, type]] = {}
+    for klass in reversed(cls.__mro__):
+        for name, attr in vars(klass).items():
+            config = getattr(attr, STEP_ATTR, None)
+            if config is not None:
+                found[name] = (attr, config, klass)
+            elif name in found and callable(attr):
+                # overridden without @step: still that step, with the parent's settings
+                found[name] = (attr, found[name][1], klass)
+    return {name: read_step(name, fn, config, owner) for name, (fn, config, owner) in found.items()}
 
 
 def _validate(cls: type, specs: dict[str, StepSpec]) -> None:
