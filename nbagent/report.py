@@ -184,7 +184,7 @@ def _graph(state: TaskState) -> str:
 
 def _task_section(runner: AgentRunner, state: TaskState, index: int) -> str:
     from nbagent.costs import task_cost_label
-    from nbagent.viz.dot import node_names, output_text, status_summary
+    from nbagent.viz.dot import node_names, output_text, status_summary, step_numbers
     from nbagent.viz.html import transcript_html
 
     task = state.task
@@ -219,9 +219,10 @@ def _task_section(runner: AgentRunner, state: TaskState, index: int) -> str:
     undone: dict[str, list[TaskStepOutput]] = {}
     for o in state.undone_outputs:
         undone.setdefault(o.task_step.step_id, []).append(o)
+    numbers = step_numbers(state)  # the numbers the graph shows
     steps = [
         _step_block(state, n, sid, failures.get(sid, []), undone.get(sid, []))
-        for n, sid in enumerate(node_names(state))
+        for sid, n in ((sid, numbers[sid] - 1) for sid in node_names(state))
     ]
     messages = task.scratch_memory.get_all()
     return (

@@ -25,7 +25,7 @@ from nbagent import (
     seed_ids,
 )
 from nbagent.runner.state import TaskState
-from nbagent.viz.dot import STATUS_COLORS, node_names, status_summary, task_to_dot
+from nbagent.viz.dot import STATUS_COLORS, node_names, status_summary, step_numbers, task_to_dot
 
 # ----- shared helpers (also imported by test_viz_html / test_viz_graph) ----------------------
 
@@ -156,7 +156,7 @@ def assert_dot_structure(dot: str) -> list[str]:
 
 
 def node_count(dot: str) -> int:
-    return len(re.findall(r"^  [sc]\d+ \[", dot, flags=re.M))
+    return len(re.findall(r"^  [scu]\d+ \[", dot, flags=re.M))
 
 
 def run_dot(source: str) -> str:
@@ -195,7 +195,7 @@ LINEAR_PLAN: list[Any] = [
 
 LINEAR_SNAPSHOT = """\
 digraph task {
-  graph [rankdir="TB", bgcolor="transparent", fontname="Helvetica", fontsize="11", fontcolor="#6b7280", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<B>task e3e70682 · completed</B><BR ALIGN="LEFT"/>input: What is 1+2?<BR ALIGN="LEFT"/><I>3 done</I><BR ALIGN="LEFT"/>>];
+  graph [rankdir="TB", bgcolor="#ffffff", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<B>task e3e70682 · completed</B><BR ALIGN="LEFT"/>input: What is 1+2?<BR ALIGN="LEFT"/><I>3 done</I><BR ALIGN="LEFT"/>>];
   node [shape="box", fontname="Helvetica", fontsize="10", margin="0.12,0.06"];
   edge [color="#6b7280", arrowsize="0.7"];
   s0 [label=<<B>#1 done · f728b4fa</B><BR ALIGN="LEFT"/>in: What is 1+2?<BR ALIGN="LEFT"/>thought: I should add<BR ALIGN="LEFT"/>call: add(a=1, b=2)<BR ALIGN="LEFT"/>obs: 3<BR ALIGN="LEFT"/>out: 3<BR ALIGN="LEFT"/><I>0.25 s · 15 tok</I><BR ALIGN="LEFT"/>>, fillcolor="#dcfce7", color="#15803d", fontcolor="#052e16", style="rounded,filled"];
@@ -208,16 +208,18 @@ digraph task {
 
 BRANCHY_SNAPSHOT = """\
 digraph task {
-  graph [rankdir="LR", bgcolor="transparent", fontname="Helvetica", fontsize="11", fontcolor="#6b7280", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<B>task e3e70682 · failed</B><BR ALIGN="LEFT"/>input: go<BR ALIGN="LEFT"/><I>1 queued, 1 done, 1 failed, 1 undone</I><BR ALIGN="LEFT"/>>];
+  graph [rankdir="LR", bgcolor="#ffffff", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<B>task e3e70682 · failed</B><BR ALIGN="LEFT"/>input: go<BR ALIGN="LEFT"/><I>1 queued, 1 done, 1 failed, 1 undone</I><BR ALIGN="LEFT"/>>];
   node [shape="box", fontname="Helvetica", fontsize="10", margin="0.12,0.06"];
   edge [color="#6b7280", arrowsize="0.7"];
   s0 [label=<<B>#1 done · f728b4fa</B><BR ALIGN="LEFT"/>in: go<BR ALIGN="LEFT"/>out: a<BR ALIGN="LEFT"/><I>0.25 s</I><BR ALIGN="LEFT"/>>, fillcolor="#dcfce7", color="#15803d", fontcolor="#052e16", style="rounded,filled"];
-  s1 [label=<<B>#2 failed · eb1167b3</B><BR ALIGN="LEFT"/><FONT COLOR="#991b1b">error: RuntimeError: model down</FONT><BR ALIGN="LEFT"/><I>undone, was: b</I><BR ALIGN="LEFT"/>>, fillcolor="#fee2e2", color="#b91c1c", fontcolor="#450a0a", style="rounded,filled,bold"];
+  s1 [label=<<B>#2 failed · eb1167b3</B><BR ALIGN="LEFT"/><FONT COLOR="#991b1b">error: RuntimeError: model down</FONT><BR ALIGN="LEFT"/><I>undone (dashed), to run again</I><BR ALIGN="LEFT"/>>, fillcolor="#fee2e2", color="#b91c1c", fontcolor="#450a0a", style="rounded,filled,bold"];
   s2 [label=<<B>#3 queued · f7c1bd87</B><BR ALIGN="LEFT"/>>, fillcolor="#f1f5f9", color="#64748b", fontcolor="#1e293b", style="rounded,filled"];
-  s3 [label=<<B>#4 undone · e443df78</B><BR ALIGN="LEFT"/>>, fillcolor="#f3f4f6", color="#9ca3af", fontcolor="#6b7280", style="rounded,filled,dashed"];
+  s3 [label=<<B>#3 undone · never ran · e443df78</B><BR ALIGN="LEFT"/>>, fillcolor="#f3f4f6", color="#6b7280", fontcolor="#374151", style="rounded,filled,dashed"];
+  u0 [label=<<B>#2 undone run · eb1167b3</B><BR ALIGN="LEFT"/>out: b<BR ALIGN="LEFT"/><I>0.25 s</I><BR ALIGN="LEFT"/>>, fillcolor="#f3f4f6", color="#6b7280", fontcolor="#374151", style="rounded,filled,dashed"];
   s0 -> s1;
   s0 -> s2;
-  s1 -> s3 [style="dashed", color="#9ca3af"];
+  s0 -> u0 [style="dashed", color="#6b7280"];
+  u0 -> s3 [style="dashed", color="#6b7280"];
 }
 """
 
@@ -317,15 +319,53 @@ def test_undone_step_and_edge_are_kept_grey_and_dashed() -> None:
     undone_id = state.undone_edges[0][1]
     assert state.step_status(undone_id) == StepStatus.UNDONE
     n = names[undone_id]
-    assert _fill(StepStatus.UNDONE) in _node_line(dot, n) and "dashed" in _node_line(dot, n)
-    assert f'  s1 -> {n} [style="dashed", color="#9ca3af"];' in dot
-    assert "undone, was: out 1" in _node_line(dot, "s1")  # the re-queued step shows what it had said
-    # re-running forks: a new live edge, the undone branch stays
+    # the run that was taken back is its own dashed node, with what it said, under step #1
+    ghost = _node_line(dot, "u0")
+    assert "#2 undone run" in ghost and "out: out 1" in ghost and "dashed" in ghost
+    assert _fill(StepStatus.UNDONE) in ghost
+    assert '  s0 -> u0 [style="dashed", color="#6b7280"];' in dot
+    # the step it had queued never ran: cut, dashed, hanging under the undone run
+    assert "#3 undone · never ran" in _node_line(dot, n) and "dashed" in _node_line(dot, n)
+    assert f'  u0 -> {n} [style="dashed", color="#6b7280"];' in dot
+    assert "#2 queued" in _node_line(dot, "s1")
+    assert "undone (dashed), to run again" in _node_line(dot, "s1")
+    # re-running forks: a new live edge, the undone branch stays, numbering does not shift
     runner.run_step(task)
     dot = task_to_dot(state)
-    assert f'  s1 -> {n} [style="dashed", color="#9ca3af"];' in dot
-    assert "  s1 -> s3;" in dot and node_count(dot) == 4
-    assert "re-run after undo (1 undone)" in _node_line(dot, "s1")
+    assert f'  u0 -> {n} [style="dashed", color="#6b7280"];' in dot
+    assert "  s1 -> s3;" in dot and node_count(dot) == 5
+    assert "re-run after undo (dashed)" in _node_line(dot, "s1")
+    assert "#3 queued" in _node_line(dot, "s3")
+
+
+def test_undo_twice_draws_both_runs_as_a_dashed_branch_with_their_content() -> None:
+    # the Fahrenheit mistake of notebook 02: thought, call and observation stay visible
+    plan: list[Any] = [
+        {"out": "a"},
+        {"thought": "convert to Fahrenheit", "tools": [ToolOutput(
+            content="77", tool_name="c_to_f", raw_input={"c": 25}, raw_output=77)], "out": "77 F"},
+        {"out": "done", "last": True},
+    ]
+    runner, task = run_plan(plan, steps=3)
+    runner.undo_step(task)  # the answer
+    runner.undo_step(task)  # the Fahrenheit step
+    state = runner.state_of(task)
+    dot = task_to_dot(state)
+    first, second = _node_line(dot, "u0"), _node_line(dot, "u1")
+    assert "#3 undone run" in first and "answer: done" in first
+    assert "#2 undone run" in second and "thought: convert to Fahrenheit" in second
+    assert "call: c_to_f(c=25)" in second and "obs: 77" in second
+    # #2's undone run hangs under #1, #3's undone run under #2's undone run
+    assert '  s0 -> u1 [style="dashed"' in dot and '  u1 -> u0 [style="dashed"' in dot
+    assert "  s2 [" not in dot  # the cut step that ran is drawn as its undone run only
+    assert list(step_numbers(state).values()) == [1, 2, 3]
+    # the same mistake twice: two numbered runs of #2
+    runner.agent_worker.plan[1] = {"out": "again"}  # type: ignore[attr-defined]
+    runner.run_step(task)
+    runner.undo_step(task)
+    dot = task_to_dot(state)
+    assert "#2 undone run 1/2" in dot and "#2 undone run 2/2" in dot
+    assert "out: again" in _node_line(dot, "u2")
 
 
 def test_answer_node_is_marked() -> None:

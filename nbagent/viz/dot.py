@@ -25,6 +25,7 @@ __all__ = [
     "task_to_dot",
     "status_summary",
     "node_names",
+    "step_numbers",
     "output_text",
     "STATUS_COLORS",
     "STATUS_ORDER",
@@ -50,7 +51,7 @@ STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
     StepStatus.RUNNING: ("#dbeafe", "#1d4ed8", "#172554"),
     StepStatus.DONE: ("#dcfce7", "#15803d", "#052e16"),
     StepStatus.FAILED: ("#fee2e2", "#b91c1c", "#450a0a"),
-    StepStatus.UNDONE: ("#f3f4f6", "#9ca3af", "#6b7280"),
+    StepStatus.UNDONE: ("#f3f4f6", "#6b7280", "#374151"),
 }
 _STYLES: dict[StepStatus, str] = {
     StepStatus.QUEUED: "rounded,filled",
@@ -63,8 +64,8 @@ _STYLES: dict[StepStatus, str] = {
 }
 _ERROR_COLOR = "#991b1b"
 _EDGE_COLOR = "#6b7280"
-_UNDONE_EDGE_COLOR = "#9ca3af"
-_TITLE_COLOR = "#6b7280"
+_UNDONE_EDGE_COLOR = "#6b7280"
+_TITLE_COLOR = "#374151"
 _FONT = "Helvetica"
 RANKDIRS = ("TB", "LR", "BT", "RL")
 _MAX_TOOL_LINES = 4
@@ -92,6 +93,34 @@ def status_summary(state: TaskState) -> dict[str, int]:
 def node_names(state: TaskState) -> dict[str, str]:
     """Step id -> DOT node name (``s0``, ``s1``... in registry order), as ``task_to_dot`` uses."""
     return {sid: f"s{i}" for i, sid in enumerate(_all_step_ids(state))}
+
+
+def step_numbers(state: TaskState) -> dict[str, int]:
+    """Step id -> the number a learner sees (``#n``), as ``task_to_dot`` draws it.
+
+    Live steps are numbered in registry order; a step cut by an undo (it was queued after the
+    run that was taken back) is numbered after its parent, so the step that replaces it gets
+    the same number and nothing after it shifts.
+    """
+    g = _collect(state)
+    statuses = {sid: _status(state, sid) for sid in g.order}
+    return _numbers(state, g, statuses)
+
+
+def _numbers(state: TaskState, g: _Graph, statuses: dict[str, StepStatus]) -> dict[str, int]:
+    numbers: dict[str, int] = {}
+    n = 0
+    for sid in g.order:
+        if statuses[sid] != StepStatus.UNDONE:
+            n += 1
+            numbers[sid] = n
+    cut_parent = {b: a for a, b in reversed(g.undone)}  # first cutting edge wins
+    for sid in g.order:
+        if sid in numbers:
+            continue
+        parent = cut_parent.get(sid)
+        numbers[sid] = numbers[parent] + 1 if parent in numbers else n + 1
+    return numbers
 
 
 # ----- graph model ---------------------------------------------------------------------------
@@ -232,7 +261,7 @@ def _approval_lines(step: TaskStep, limit: int) -> list[tuple[str, str]]:
 
 def _step_node(
     state: TaskState,
-    index: int,
+    number: int,
     sid: str,
     step: TaskStep | None,
     status: StepStatus,
@@ -242,7 +271,9 @@ def _step_node(
 ) -> _Node:
     out = state.outputs.get(sid) if status == StepStatus.DONE else None
     is_answer = bool(out is not None and out.is_last)
-    head = f"#{index + 1} {status.value}" + (" · answer" if is_answer else "")
+    head = f"#{number} {status.value}" + (" · answer" if is_answer else "")
+    if status == StepStatus.UNDONE and not undone_outs:
+        head = f"#{number} undone · never ran"
     lines: list[tuple[str, str]] = [(f"{head} · {short_id(sid)}", "head")]
     if step is not None and step.input is not None:
         lines.append((f"in: {preview(step.input, limit)}", "text"))
@@ -260,18 +291,31 @@ def _step_node(
         else:
             n = len(failures)
             lines.append((preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
-    if undone_outs:
+    if undone_outs and status != StepStatus.UNDONE:
         n = len(undone_outs)
+        times = f" ×{n}" if n > 1 else ""
         if status == StepStatus.DONE:
-            lines.append((f"re-run after undo ({n} undone)", "muted"))
+            lines.append((f"re-run after undo{times} (dashed)", "muted"))
         else:
-            was = output_text(undone_outs[-1].output)
-            suffix = f" (undone ×{n})" if n > 1 else ""
-            lines.append((f"undone, was: {preview(was, limit)}{suffix}", "muted"))
+            lines.append((f"undone{times} (dashed), to run again", "muted"))
     fill, border, font = STATUS_COLORS[status]
     attrs = {"fillcolor": fill, "color": border, "fontcolor": font, "style": _STYLES[status]}
     if is_answer:
         attrs["peripheries"] = "2"
+    return _Node(name="", attrs=attrs, label=lines)
+
+
+def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int) -> _Node:
+    """A run that ``undo_step`` took back: everything it did, dashed, so the learner sees it."""
+    which = f" {nth}/{of}" if of > 1 else ""
+    lines: list[tuple[str, str]] = [
+        (f"#{number} undone run{which} · {short_id(out.task_step.step_id)}", "head")
+    ]
+    lines.extend(_output_lines(out, limit))
+    if len(lines) == 1:
+        lines.append(("(no output)", "muted"))
+    fill, border, font = STATUS_COLORS[StepStatus.UNDONE]
+    attrs = {"fillcolor": fill, "color": border, "fontcolor": font, "style": _STYLES[StepStatus.UNDONE]}
     return _Node(name="", attrs=attrs, label=lines)
 
 
@@ -374,7 +418,7 @@ def _collapsed_node(state: TaskState, chain: list[str], index_of: dict[str, int]
     first, last = chain[0], chain[-1]
     lines = [
         (f"… {len(chain)} steps …", "head"),
-        (f"#{index_of[first] + 1}–#{index_of[last] + 1} · {short_id(first)} … {short_id(last)}", "text"),
+        (f"#{index_of[first]}–#{index_of[last]} · {short_id(first)} … {short_id(last)}", "text"),
     ]
     metrics = []
     if latency is not None:
@@ -386,6 +430,54 @@ def _collapsed_node(state: TaskState, chain: list[str], index_of: dict[str, int]
     fill, border, font = STATUS_COLORS[StepStatus.DONE]
     attrs = {"shape": "box3d", "style": "filled", "fillcolor": fill, "color": border, "fontcolor": font}
     return _Node(name="", attrs=attrs, label=lines)
+
+
+def _undone_runs(
+    state: TaskState, g: _Graph, statuses: dict[str, StepStatus], names: dict[str, str]
+) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
+    """Node names of the undone runs (``u0``... in undo order) and the dashed edges.
+
+    An undone run hangs where its step hangs: under the step's ``prev_steps``, or, for a step
+    that an earlier undo cut off, under the undone run that had queued it. Edges cut by an undo
+    start at the undone run that made them, and go to the cut step when it never ran (a step
+    that did run is drawn as its own undone runs instead).
+    """
+    ghosts = [f"u{k}" for k in range(len(state.undone_outputs))]
+    made_by: dict[str, list[str]] = {}  # step id -> undone runs that queued it
+    runs: dict[str, list[str]] = {}
+    for k, out in enumerate(state.undone_outputs):
+        runs.setdefault(out.task_step.step_id, []).append(ghosts[k])
+        for nxt in out.next_steps:
+            made_by.setdefault(nxt.step_id, []).append(ghosts[k])
+    cut_from: dict[str, list[str]] = {}
+    for a, b in g.undone:
+        cut_from.setdefault(b, []).append(a)
+
+    def sources(sid: str) -> list[str]:
+        """Where a cut step hangs: the undone runs that queued it, else its cutting step."""
+        made = made_by.get(sid)
+        if made:
+            return made
+        return [names[a] for a in cut_from.get(sid, []) if a in names]
+
+    ghost_edges: list[tuple[str, str]] = []
+    for k, out in enumerate(state.undone_outputs):
+        sid = out.task_step.step_id
+        if statuses.get(sid) == StepStatus.UNDONE:
+            parents = sources(sid)
+        else:
+            step = g.steps.get(sid)
+            prev = list(step.prev_steps) if step is not None else []
+            parents = [names[p] for p in prev if p in names]
+        ghost_edges.extend((p, ghosts[k]) for p in parents)
+    cut_edges: list[tuple[str, str]] = []
+    for a, b in g.undone:
+        if b in runs and statuses.get(b) == StepStatus.UNDONE:
+            continue  # drawn as its undone runs, hung under their parents above
+        made = [gname for gname in made_by.get(b, []) if gname in runs.get(a, [])]
+        for src in made or [names[a]]:
+            cut_edges.append((src, names[b]))
+    return ghosts, ghost_edges, cut_edges
 
 
 # ----- the renderer --------------------------------------------------------------------------
@@ -419,7 +511,7 @@ def task_to_dot(
     undone_outs: dict[str, list[TaskStepOutput]] = {}
     for o in list(state.undone_outputs):
         undone_outs.setdefault(o.task_step.step_id, []).append(o)
-    index_of = {sid: i for i, sid in enumerate(g.order)}
+    index_of = _numbers(state, g, statuses)
 
     # step id -> node name; collapsed steps map to their chain's node
     names = {sid: f"s{i}" for i, sid in enumerate(g.order)}
@@ -433,8 +525,12 @@ def task_to_dot(
                 chain_of[sid] = k
                 names[sid] = f"c{k}"
 
+    ghosts, ghost_edges, cut_edges = _undone_runs(state, g, statuses, names)
+
     nodes: list[_Node] = []
     for sid in g.order:
+        if statuses[sid] == StepStatus.UNDONE and undone_outs.get(sid):
+            continue  # a cut step that had run: its undone runs stand for it
         chain_k = chain_of.get(sid)
         if chain_k is not None:
             if chains[chain_k][0] == sid:
@@ -447,6 +543,13 @@ def task_to_dot(
             failures.get(sid, []), undone_outs.get(sid, []), max_label,
         )
         node.name = names[sid]
+        nodes.append(node)
+    runs_of: dict[str, int] = {}
+    for k, out in enumerate(state.undone_outputs):
+        sid = out.task_step.step_id
+        runs_of[sid] = runs_of.get(sid, 0) + 1
+        node = _ghost_node(out, index_of.get(sid, 0), runs_of[sid], len(undone_outs[sid]), max_label)
+        node.name = ghosts[k]
         nodes.append(node)
 
     counts = _summary_from(statuses)
@@ -464,7 +567,7 @@ def task_to_dot(
 
     lines = [
         "digraph task {",
-        f'  graph [rankdir="{rankdir}", bgcolor="transparent", fontname="{_FONT}", fontsize="11", '
+        f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
         f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
         f"label={_render_label(title, max(wrap, 60))}];",
         f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
@@ -475,9 +578,9 @@ def task_to_dot(
         lines.append(f"  {node.name} [{_attr_list(attrs)}];")
 
     drawn: set[tuple[str, str]] = set()
-    for kind, edges in (("live", g.live), ("undone", g.undone)):
-        for a, b in edges:
-            na, nb = names[a], names[b]
+    live = [(names[a], names[b]) for a, b in g.live]
+    for kind, edges in (("live", live), ("undone", [*ghost_edges, *cut_edges])):
+        for na, nb in edges:
             if na == nb or (na, nb) in drawn:
                 continue  # inside a collapsed run, or already drawn
             drawn.add((na, nb))

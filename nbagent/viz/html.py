@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from nbagent.costs import cost_label, runner_cost_label, task_cost_label
 from nbagent.runner.state import StepStatus
-from nbagent.viz.dot import STATUS_COLORS, node_names, output_text, status_summary, task_to_dot
+from nbagent.viz.dot import STATUS_COLORS, node_names, output_text, status_summary, step_numbers, task_to_dot
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short_id
 
 if TYPE_CHECKING:
@@ -461,7 +461,8 @@ def _timeline_body(state: TaskState, *, max_label: int = _PREVIEW, max_items: in
     undone_next: dict[str, list[str]] = {}
     for a, b in state.undone_edges:
         undone_next.setdefault(a, []).append(b)
-    indexed = list(enumerate(order))
+    numbers = step_numbers(state)  # the numbers the graph shows (undo does not shift them)
+    indexed = [(numbers[sid] - 1, sid) for sid in order]
     items: list[str] = []
     if len(indexed) > max_items:
         half = max_items // 2
