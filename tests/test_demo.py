@@ -28,8 +28,10 @@ def test_demo_writes_a_report_and_the_dag_as_svg(tmp_path: Path, capsys: pytest.
     printed = capsys.readouterr().out
     assert "answer: 121 * 3 is 363." in printed and "steps: 3 (1 undone)" in printed
     svg = (tmp_path / "out" / "dag.svg").read_text(encoding="utf-8")
-    assert svg.count('class="node"') == 3 and "answer: 121 * 3 is 363." in svg
-    assert "undone" in svg and 'stroke-dasharray' in svg  # the undone branch is drawn dashed
+    # two live steps, the undone run with what it did, and the step it had queued (never ran)
+    assert svg.count('class="node"') == 4 and "answer: 121 * 3 is 363." in svg
+    assert "#1 undone run" in svg and "thought: I need to multiply." in svg
+    assert 'stroke-dasharray' in svg  # the undone branch is drawn dashed
     report = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert report.startswith("<!DOCTYPE html>") and "<svg" in report and "121 * 3 is 363." in report
     assert "<script" not in report.lower()  # self-contained, opens offline

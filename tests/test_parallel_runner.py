@@ -393,7 +393,9 @@ def test_undo_takes_back_one_branch_without_touching_its_sibling() -> None:
     # re-running forks a new branch; the old one stays (undone) in the graph
     out = runner.run_until_done(task)
     assert out.is_last and len(state.steps) == 7  # root, 3 undone, 3 new
-    assert task_to_dot(state).count(" undone · ") == 3
+    dot = task_to_dot(state)
+    assert dot.count(" undone run · ") == 3  # root, a and b: what each did, dashed
+    assert dot.count(" undone · never ran") == 1  # j was queued, never ran
 
 
 def test_undo_of_a_step_that_ran_alone_restores_everything_like_agent_runner() -> None:
