@@ -253,6 +253,9 @@ class AgentChatResponse(BaseModel):
     sources: list[ToolOutput] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     is_dummy_stream: bool = False
+    structured_response: Any = Field(
+        default=None, description="The typed answer (an output_cls instance), when one was asked for."
+    )
 
     def __str__(self) -> str:
         return self.response

@@ -106,6 +106,8 @@ class LLM(ABC):
     model: str = "unknown"
     is_function_calling_model: bool = True
     is_multimodal: bool = False
+    #: the server takes OpenAI's ``response_format`` (JSON schema); typed answers use it
+    supports_response_format: bool = False
 
     @abstractmethod
     async def _achat(

@@ -69,8 +69,10 @@ class OpenAILLM(LLM):
         is_function_calling_model: bool = True,
         is_multimodal: bool = False,
         additional_kwargs: dict[str, Any] | None = None,
+        supports_response_format: bool = False,
     ) -> None:
         self.model = model
+        self.supports_response_format = supports_response_format
         self.base_url: str = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self._api_key: str | None = api_key or os.environ.get("OPENAI_API_KEY") or None
         self.timeout = timeout

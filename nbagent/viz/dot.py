@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
 from nbagent.runner.state import StepStatus
-from nbagent.viz.escape import args_preview, clean, preview, short_id, wrap_lines
+from nbagent.viz.escape import args_preview, clean, preview, short_id, typed_preview, wrap_lines
 
 if TYPE_CHECKING:
     from nbagent.runner.state import StepFailure, TaskState
@@ -230,7 +230,11 @@ def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
         lines.append((f"+{len(tool_outputs) - _MAX_TOOL_LINES} more calls", "muted"))
     text = output_text(out.output)
     if out.is_last:
-        lines.append((f"answer: {preview(text, limit)}", "head"))
+        typed = getattr(out.output, "structured_response", None)
+        if typed is not None:  # the typed answer: its class and fields
+            lines.append((f"answer: {preview(typed_preview(typed), limit)}", "head"))
+        else:
+            lines.append((f"answer: {preview(text, limit)}", "head"))
     elif text:
         lines.append((f"out: {preview(text, limit)}", "text"))
     metrics = _metrics(out)

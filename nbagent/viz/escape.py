@@ -16,6 +16,7 @@ import textwrap
 from typing import Any
 
 __all__ = [
+    "typed_preview",
     "ELLIPSIS",
     "clean",
     "truncate",
@@ -102,3 +103,12 @@ def args_preview(kwargs: Any) -> str:
     if not isinstance(kwargs, dict):
         return _value_preview(kwargs)
     return ", ".join(f"{safe_str(k)}={_value_preview(v)}" for k, v in kwargs.items())
+
+
+def typed_preview(obj: Any) -> str:
+    """A typed answer in one line: ``Form(name='Ada', age=36)`` (text, not yet escaped)."""
+    fields = getattr(type(obj), "model_fields", None)
+    if not fields:
+        return clean(obj)
+    parts = ", ".join(f"{k}={getattr(obj, k, None)!r}" for k in fields)
+    return f"{type(obj).__name__}({parts})"

@@ -166,6 +166,26 @@ def _kv(rows: Iterable[tuple[str, str]]) -> str:
     return f'<table class="nb-kv">{body}</table>'
 
 
+def _typed_block(response: Any) -> str:
+    """A typed answer (``structured_response``) as a table of its fields; '' when there is none."""
+    obj = getattr(response, "structured_response", None)
+    if obj is None:
+        return ""
+    try:
+        data = obj.model_dump(mode="json")
+    except Exception:  # noqa: BLE001 - loaded runs hold the plain dict; anything else as text
+        data = obj if isinstance(obj, dict) else {"value": safe_str(obj)}
+    rows = []
+    for name, value in data.items():
+        try:
+            shown = json.dumps(value, ensure_ascii=False, default=safe_str)
+        except Exception:  # noqa: BLE001 - a model field may hold anything
+            shown = safe_str(value)
+        rows.append((safe_str(name), f"<code>{html_text(preview(shown, 400))}</code>"))
+    title = f"typed answer · {html_text(type(obj).__name__)}"
+    return _details(title, _kv(rows), open_=True)
+
+
 def _line(html_body: str, cls: str = "") -> str:
     extra = f" {cls}" if cls else ""
     return f'<div class="nb-line{extra}">{html_body}</div>'
@@ -321,6 +341,7 @@ def chat_response_html(response: AgentChatResponse) -> str:
         sources = list(getattr(response, "sources", None) or [])
         head = f'<div class="nb-head">Response{flag}</div>'
         body = _pre(text) if text else _line("(empty)", "nb-muted")
+        body += _typed_block(response)
         if sources:
             calls = "".join(_tool_call_block(s) for s in sources)
             body += _details(f"{len(sources)} source{'s' if len(sources) != 1 else ''}", calls)
@@ -372,6 +393,7 @@ def step_output_html(out: TaskStepOutput) -> str:
         head = f'<div class="nb-head">Step output {_id(sid)}{flag}</div>'
         text = output_text(out.output)
         body = [_pre(text) if text else _line("(no output)", "nb-muted")]
+        body.append(_typed_block(out.output))
         if out.reasoning:
             body.append(_details("thought", _pre(out.reasoning)))
         tools = list(out.tool_outputs or [])

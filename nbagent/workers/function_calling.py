@@ -37,7 +37,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from nbagent import approval
+from nbagent import approval, structured
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
@@ -76,6 +76,9 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         system_prompt: str | None = None,
         verbose: bool = False,
         tool_retriever: Any = None,
+        output_cls: type[Any] | None = None,
+        structured_mode: str = "auto",
+        max_output_retries: int = 2,
     ) -> None:
         if llm is None:
             raise ValueError(
@@ -106,7 +109,16 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 "tool_retriever must have retrieve(text) -> tools (or async aretrieve), got "
                 f"{type(tool_retriever).__name__}"
             )
+        structured.check_output_cls(output_cls, structured_mode, max_output_retries)
+        self.output_cls = output_cls
+        self.structured_mode = structured_mode
+        self.max_output_retries = max_output_retries
         self.tools: list[FunctionTool] = as_tools(tools)
+        if output_cls is not None and structured.FINAL_TOOL in {t.name for t in self.tools}:
+            raise ValueError(
+                f"a tool is named {structured.FINAL_TOOL!r}, the name output_cls uses for the "
+                "answer; rename the tool"
+            )
         self.llm = llm
         self.max_function_calls = max_function_calls
         self.allow_parallel_tool_calls = allow_parallel_tool_calls
@@ -131,6 +143,8 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         info["allow_parallel_tool_calls"] = self.allow_parallel_tool_calls
         if self.tool_retriever is not None:
             info["tool_retriever"] = type(self.tool_retriever).__name__
+        if self.output_cls is not None:
+            info["output_cls"] = self.output_cls.__name__
         return info
 
     def __repr__(self) -> str:
@@ -164,12 +178,14 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         if approval.record_of(step) is not None:
             return await self._run_decided(step, task)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
-        response: ChatResponse = await self.llm.achat(messages, tools=tools, tool_choice=choice)
+        offered, choice, extra = self._typed_request(tools, messages, choice)
+        response: ChatResponse = await self.llm.achat(messages, tools=offered, tool_choice=choice, **extra)
         return await self._handle_reply(step, task, tools, response.message)
 
     async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
-        if approval.record_of(step) is not None:
-            return await self._run_decided(step, task)
+        if approval.record_of(step) is not None or self.output_cls is not None:
+            # a typed answer is validated whole before anyone sees it: no token stream
+            return await self.arun_step(step, task, **kwargs)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
         stream = aiter(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
         last: ChatResponse | None = None
@@ -215,6 +231,98 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         messages.extend(task.scratch_memory.get_all())
         return tools, messages, choice
 
+    def _typed_request(
+        self, tools: list[FunctionTool], messages: list[ChatMessage], choice: Any
+    ) -> tuple[list[Any], Any, dict[str, Any]]:
+        """With ``output_cls``: add the answer tool, the response format or the JSON prompt."""
+        cls = self.output_cls
+        if cls is None:
+            return list(tools), choice, {}
+        mode = structured.pick_mode(self.structured_mode, self.llm)
+        if mode == "tool":
+            if choice == "none":  # the tool budget is spent: answering is all that is left
+                choice = {"type": "function", "function": {"name": structured.FINAL_TOOL}}
+            return [*tools, structured.final_tool(cls)], choice or "auto", {}
+        if mode == "response_format":
+            return list(tools), choice, {"response_format": structured.response_format(cls)}
+        at = 1 if messages and messages[0].role == MessageRole.SYSTEM else 0
+        messages.insert(at, ChatMessage(role=MessageRole.SYSTEM, content=structured.json_instructions(cls)))
+        return list(tools), choice, {}
+
+    def _retry(self, task: Task, problem: str) -> str:
+        """Count a bad typed answer; the feedback for the model, or raise when out of retries."""
+        assert self.output_cls is not None
+        used = int(task.extra_state.get(structured.RETRIES_KEY, 0))
+        if used >= self.max_output_retries:
+            raise structured.StructuredOutputError(
+                f"the answer did not fit {self.output_cls.__name__} after {used} retries "
+                f"(max_output_retries={self.max_output_retries}): {problem}. The step stays "
+                "queued: raise worker.max_output_retries and run it again, or steer it with input"
+            )
+        task.extra_state[structured.RETRIES_KEY] = used + 1
+        mode = structured.pick_mode(self.structured_mode, self.llm)
+        return structured.feedback(problem, mode, self.output_cls)
+
+    def _typed_answer(
+        self, step: TaskStep, task: Task, reply: ChatMessage, calls: list[ToolSelection]
+    ) -> TaskStepOutput | None:
+        """Handle a reply when ``output_cls`` is set and the reply answers (a ``final_result``
+        call, or text): the typed answer, or a visible retry step. None: not an answer."""
+        cls = self.output_cls
+        if cls is None:
+            return None
+        final = next((c for c in calls if c.tool_name == structured.FINAL_TOOL), None)
+        if calls and final is None:
+            return None  # ordinary tool calls
+        sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
+        task.scratch_memory.put(_as_assistant(reply))
+        try:
+            if final is not None:
+                obj = structured.validate_args(final.tool_kwargs, cls)
+            else:
+                obj = structured.parse_json_answer(reply.text, cls)
+        except ValueError as error:
+            note = self._retry(task, str(error))
+            outputs: list[ToolOutput] = []
+            if final is None:
+                task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=note))
+            for c in calls:
+                content = note if c is final else (
+                    f"Error: not run: {structured.FINAL_TOOL} was called in the same reply"
+                )
+                out = ToolOutput(
+                    content=content, tool_name=c.tool_name, raw_input=dict(c.tool_kwargs),
+                    is_error=True, tool_call_id=c.tool_id,
+                )
+                outputs.append(out)
+                task.scratch_memory.put(
+                    ChatMessage(role=MessageRole.TOOL, content=content, tool_call_id=c.tool_id, name=c.tool_name)
+                )
+            if self.verbose:
+                print(f"=== Typed answer rejected ===\n{error}")
+            return TaskStepOutput(
+                output=AgentChatResponse(response=note, metadata={"output_error": str(error)}),
+                task_step=step,
+                next_steps=[step.get_next_step(step_state={})],
+                is_last=False,
+                reasoning=reply.text or None,
+                tool_outputs=outputs,
+            )
+        text = structured.answer_text(obj)
+        for c in calls:  # keep the transcript valid: every call gets its reply
+            content = "Answer accepted." if c is final else (
+                f"Error: not run: the answer was given with {structured.FINAL_TOOL}"
+            )
+            task.scratch_memory.put(
+                ChatMessage(role=MessageRole.TOOL, content=content, tool_call_id=c.tool_id, name=c.tool_name)
+            )
+        if calls:
+            task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=text))
+        if self.verbose:
+            print(f"=== Answer ({cls.__name__}) ===\n{text}")
+        answer = AgentChatResponse(response=text, sources=list(sources), structured_response=obj)
+        return TaskStepOutput(output=answer, task_step=step, is_last=True, reasoning=(reply.text or None) if calls else None)
+
     def _budget_left(self, task: Task) -> int | None:
         if self.max_function_calls is None:
             return None
@@ -227,6 +335,9 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         calls = list(reply.tool_calls)
         sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
         text = reply.text
+        typed = self._typed_answer(step, task, reply, calls)
+        if typed is not None:
+            return typed
         if calls and self._budget_left(task) == 0:
             # The model was told tool_choice="none" and called tools anyway: answer with text.
             message = ChatMessage(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from nbagent import approval
+from nbagent import approval, structured
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
@@ -75,6 +75,8 @@ class ReActAgentWorker(BaseAgentWorker):
         *,
         output_parser: ReActOutputParser | None = None,
         formatter: ReActChatFormatter | None = None,
+        output_cls: type[Any] | None = None,
+        max_output_retries: int = 2,
     ) -> None:
         if llm is None:
             raise ValueError(
@@ -96,6 +98,9 @@ class ReActAgentWorker(BaseAgentWorker):
                 f"tool_retriever must have a retrieve(text) method returning tools, "
                 f"got {type(tool_retriever).__name__}"
             )
+        structured.check_output_cls(output_cls, "json", max_output_retries)
+        self.output_cls = output_cls  # the Answer must be this model's JSON (see nbagent.structured)
+        self.max_output_retries = max_output_retries
         self.tools: list[FunctionTool] = as_tools(tools)
         self._tools_by_name = tools_by_name(self.tools)
         self.llm = llm
@@ -148,8 +153,9 @@ class ReActAgentWorker(BaseAgentWorker):
 
     async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         """Like ``arun_step``, but an answer is streamed from the moment ``Answer:`` arrives."""
-        if approval.record_of(step) is not None:
-            return await self._run_decided(step, task)
+        if approval.record_of(step) is not None or self.output_cls is not None:
+            # a typed answer is validated whole before anyone sees it: no token stream
+            return await self.arun_step(step, task, **kwargs)
         tools, messages = self._begin(step, task)
         stream = self.llm.astream_chat(messages)
         parts: list[str] = []
@@ -209,6 +215,10 @@ class ReActAgentWorker(BaseAgentWorker):
             state["reasoning_tokens"],
             self.reasoning_token_budget,
         )
+        if self.output_cls is not None:
+            rule = structured.json_instructions(self.output_cls, "The text after 'Answer:' must be")
+            messages.insert(1 if messages and messages[0].role == MessageRole.SYSTEM else 0,
+                            ChatMessage(role=MessageRole.SYSTEM, content=rule))
         return tools, messages
 
     def _record(self, task: Task, rstep: ReasoningStep) -> None:
@@ -245,6 +255,8 @@ class ReActAgentWorker(BaseAgentWorker):
                 is_last=False,
             )
         if isinstance(parsed, ResponseReasoningStep):
+            if self.output_cls is not None:
+                return self._typed_answer(parsed, step, task)
             return self._answer(parsed, step, task, tool_outputs=[])
         assert isinstance(parsed, ActionReasoningStep)
         self._record(task, parsed)
@@ -299,6 +311,36 @@ class ReActAgentWorker(BaseAgentWorker):
             reasoning=thought or None,
             tool_outputs=[out],
         )
+
+    def _typed_answer(self, parsed: ResponseReasoningStep, step: TaskStep, task: Task) -> TaskStepOutput:
+        """Validate the Answer as ``output_cls``: the typed answer, or a visible retry step."""
+        cls = self.output_cls
+        assert cls is not None
+        try:
+            obj = structured.parse_json_answer(parsed.response, cls)
+        except ValueError as error:
+            used = int(task.extra_state.get(structured.RETRIES_KEY, 0))
+            if used >= self.max_output_retries:
+                raise structured.StructuredOutputError(
+                    f"the answer did not fit {cls.__name__} after {used} retries "
+                    f"(max_output_retries={self.max_output_retries}): {error}. The step stays "
+                    "queued: raise worker.max_output_retries and run it again, or steer it with input"
+                ) from None
+            task.extra_state[structured.RETRIES_KEY] = used + 1
+            self._record(task, parsed)
+            note = structured.feedback(str(error), "react", cls)
+            self._record(task, ObservationReasoningStep(observation=note, is_error=True))
+            return TaskStepOutput(
+                output=AgentChatResponse(response=note, metadata={"output_error": str(error)}),
+                task_step=step,
+                next_steps=self._next(step),
+                is_last=False,
+                reasoning=parsed.thought or None,
+            )
+        text = structured.answer_text(obj)
+        out = self._answer(ResponseReasoningStep(thought=parsed.thought, response=text), step, task, [])
+        out.output.structured_response = obj
+        return out
 
     def _answer(
         self, answer: ResponseReasoningStep, step: TaskStep, task: Task, tool_outputs: list[ToolOutput]
