@@ -41,6 +41,9 @@ _EXPORTS: dict[str, str] = {
     "Pricing": "nbagent.costs",
     "set_pricing": "nbagent.costs",
     "write_report": "nbagent.report",
+    # batches
+    "BatchRun": "nbagent.batch",
+    "BatchTaskError": "nbagent.batch",
     # models
     "LLM": "nbagent.llms",
     "ChatResponse": "nbagent.llms",
@@ -100,6 +103,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.agents import FunctionCallingAgent, OpenAIAgent, ReActAgent
     from nbagent.events import EventDispatcher
+    from nbagent.batch import BatchRun, BatchTaskError
     from nbagent.branches import Branch
     from nbagent.costs import Pricing, set_pricing
     from nbagent.ids import new_id, seed_ids, seeded_ids

@@ -624,6 +624,18 @@ class AgentRunner:
         self._tasks.clear()
         self._emit(RunnerReset(""))
 
+    def run_batch(self, inputs: Any, **options: Any) -> Any:
+        """One task per input, ``max_concurrency`` at a time; a ``BatchRun``. See ``nbagent.batch``."""
+        from nbagent.batch import run_batch
+
+        return run_batch(self, inputs, **options)
+
+    async def arun_batch(self, inputs: Any, **options: Any) -> Any:
+        """``run_batch`` on the running event loop. See ``nbagent.batch``."""
+        from nbagent.batch import arun_batch
+
+        return await arun_batch(self, inputs, **options)
+
     # ----- views -------------------------------------------------------------------------
     def graph(self, task_id: TaskRef | None = None, **kwargs: Any) -> Any:
         """The task's step DAG, displayable in Jupyter (``.source`` is the DOT text)."""
