@@ -292,6 +292,9 @@ def _step_block(
     body = [f'<div class="nb-line">{" ".join(head)}</div>']
     if step is not None:
         body.append(_label("input") + (_pre(step.input) if step.input is not None else _NONE))
+        from nbagent.viz.html import approval_html
+
+        body.append(approval_html(step))  # who approved or rejected which call, and why
     if out is not None:
         body.extend(_output_body(out))
     for f in failures:

@@ -333,3 +333,26 @@ def test_the_dag_draws_the_waiting_calls_escaped_and_then_the_decisions() -> Non
     dot = task_to_dot(agent.state_of(task))
     assert "awaiting approval" not in dot.split("legend")[0]
     assert "rejected by ana:" in dot and "<script>" not in dot and "&lt;script&gt;no" in dot
+
+
+def test_step_card_and_report_show_who_decided_what() -> None:
+    from nbagent.report import report_html
+    from nbagent.viz.html import step_html
+
+    fs = Files()
+    agent, _ = fc_agent(fs, [two_calls(), "done"])
+    task = agent.create_task("tidy")
+    agent.run_step(task)
+    step = agent.get_upcoming_steps(task)[0]
+    card = step_html(step)
+    assert card.count("<b>awaiting approval</b>") == 2 and "runs with the others" in card
+    first, second = agent.pending_approvals(task)
+    agent.approve(task, first.call_id, {"path": "b.txt"}, by="<ana>")
+    agent.reject(task, second.call_id, reason="<i>mine</i>", by="bo")
+    card = step_html(step)
+    assert "<b>awaiting approval</b>" not in card
+    assert "approved</b> by &lt;ana&gt;" in card and "b.txt" in card
+    assert "rejected</b> by bo" in card and "&lt;i&gt;mine&lt;/i&gt;" in card and "<i>mine" not in card
+    agent.run_step(task)
+    report = report_html(agent)
+    assert "approved</b> by &lt;ana&gt;" in report and "&lt;i&gt;mine&lt;/i&gt;" in report

@@ -186,6 +186,34 @@ def _typed_block(response: Any) -> str:
     return _details(title, _kv(rows), open_=True)
 
 
+def approval_html(step: TaskStep) -> str:
+    """The tool calls of a step that waits (or waited) for approval: each call's arguments
+    and its decision (who, when, edited arguments, reason); '' for other steps."""
+    from nbagent.approval import decisions_of
+
+    calls = decisions_of(step)
+    if not calls:
+        return ""
+    rows = []
+    for c in calls:
+        call = f"{safe_str(c.get('tool_name'))}({args_preview(c.get('arguments') or {})})"
+        d = c.get("decision")
+        if not c.get("needs_approval"):
+            verdict = '<span class="nb-muted">runs with the others (no approval needed)</span>'
+        elif d is None:
+            verdict = '<span class="nb-error"><b>awaiting approval</b></span>'
+        else:
+            what = html_text(d.get("decision"))
+            parts = [f"<b>{what}</b> by {html_text(d.get('by'))} at {html_text(d.get('at'))}"]
+            if d.get("arguments") is not None:
+                parts.append(f"as <code>{html_text(args_preview(d['arguments']))}</code>")
+            if d.get("reason"):
+                parts.append(f"reason: {html_text(preview(d['reason'], 500))}")
+            verdict = " · ".join(parts)
+        rows.append((safe_str(c.get("call_id")), f"<code>{html_text(call, 2000)}</code><br>{verdict}"))
+    return _details(f"tool calls for approval · {len(calls)}", _kv(rows), open_=True)
+
+
 def _line(html_body: str, cls: str = "") -> str:
     extra = f" {cls}" if cls else ""
     return f'<div class="nb-line{extra}">{html_body}</div>'
@@ -370,7 +398,7 @@ def step_html(step: TaskStep) -> str:
             ("next", _ids_html(step.next_steps)),
             ("prev", _ids_html(step.prev_steps)),
         ]
-        body = _kv(rows)
+        body = _kv(rows) + approval_html(step)
         state = dict(step.step_state)
         if state:
             items = list(state.items())
