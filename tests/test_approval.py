@@ -356,3 +356,47 @@ def test_step_card_and_report_show_who_decided_what() -> None:
     agent.run_step(task)
     report = report_html(agent)
     assert "approved</b> by &lt;ana&gt;" in report and "&lt;i&gt;mine&lt;/i&gt;" in report
+
+
+def test_panel_rows_approve_edit_and_reject_like_their_python_twins() -> None:
+    from nbagent.viz.panel import AgentPanel
+
+    fs = Files()
+    agent, llm = fc_agent(fs, [two_calls(), "done"])
+    task = agent.create_task("tidy")
+    panel = AgentPanel(agent, task, throttle_s=0)
+    try:
+        assert panel.approvals.widget.children == ()
+        panel.step_button.click()
+        panel.graph.flush()
+        panel._refresh_now()
+        rows = list(panel.approvals.rows.values())
+        assert [r.call.arguments for r in rows] == [{"path": "a.txt"}, {"path": "notes.md"}]
+        assert panel.step_button.disabled  # nothing can run until both are decided
+        assert "delete_file(path=&quot;a.txt&quot;)" in rows[0].label.value
+        rows[0].arguments.value = '{"path": "b.txt"'  # broken JSON: shown, nothing decided
+        rows[0].edit_button.click()
+        assert "must be a JSON object" in panel._notice and len(agent.pending_approvals(task)) == 2
+        rows[0].arguments.value = '{"path": "b.txt"}'
+        rows[0].edit_button.click()
+        assert [p.call_id for p in agent.pending_approvals(task)] == [rows[1].call.call_id]
+        assert len(panel.approvals.widget.children) == 1  # the decided row is gone
+        rows[1].reason.value = "keep my notes"
+        rows[1].reject_button.click()
+        assert panel.approvals.widget.children == () and not panel.step_button.disabled
+        rec = agent.get_upcoming_steps(task)[0].step_state["approval"]["decisions"]
+        assert [(d["decision"], d["by"], d["arguments"], d["reason"]) for d in rec.values()] == [
+            ("approved", "panel", {"path": "b.txt"}, None),
+            ("rejected", "panel", None, "keep my notes"),
+        ]
+        panel.step()
+        asyncio_wait(panel)
+        assert fs.deleted == ["b.txt"] and "notes.md" in fs.files
+    finally:
+        panel.close()
+
+
+def asyncio_wait(panel: Any) -> None:
+    from nbagent._sync import run_sync
+
+    run_sync(panel.wait())

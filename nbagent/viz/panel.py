@@ -165,6 +165,9 @@ class AgentPanel:
         self.inspector.add_class("nbagent-inspector")
         self.transcript = W.HTML()
         self.transcript.add_class("nbagent-transcript")
+        from nbagent.viz.approval_panel import ApprovalRows
+
+        self.approvals = ApprovalRows(self)  # Approve / Edit / Reject per waiting tool call
 
         self.step_button.on_click(lambda _: self._click(self.step))
         self.run_button.on_click(lambda _: self._click(self.run))
@@ -202,6 +205,7 @@ class AgentPanel:
                         self.retry_button, self.abandon_button, self.inject_box],
                        layout=W.Layout(flex_flow="row wrap", align_items="center")),
                 self.status_line,
+                self.approvals.widget,
                 W.HBox([graph_box, side], layout=W.Layout(flex_flow="row wrap", align_items="flex-start")),
             ],
             layout=W.Layout(width="100%"),
@@ -310,6 +314,25 @@ class AgentPanel:
         self._set_notice("")
         self._after_action()
         return step
+
+    def approve(self, call_id: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What the Approve button does: approve a waiting tool call (edited ``arguments``
+        optional); the next Run step runs it. Decided ``by="panel"``."""
+        decision = self.runner.approve(self._require_state().task_id, call_id, arguments, by="panel")
+        self._set_notice("")
+        self._after_action()
+        return decision
+
+    def edit(self, call_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What the Edit button does: approve the call with the arguments typed in its row."""
+        return self.approve(call_id, arguments)
+
+    def reject(self, call_id: str, reason: str | None = None) -> dict[str, Any]:
+        """What the Reject button does: the call does not run; the model gets ``reason``."""
+        decision = self.runner.reject(self._require_state().task_id, call_id, reason, by="panel")
+        self._set_notice("")
+        self._after_action()
+        return decision
 
     def abandon(self) -> None:
         """End the task without keeping what it did (the runner's memory is untouched)."""
@@ -584,6 +607,7 @@ class AgentPanel:
                 self._sync_task_picker()
                 self._sync_buttons(state)
                 self.status_line.value = self._status_html(state)
+                self.approvals.sync(state)
                 self._sync_inspector(state, inspect)
                 self.transcript.value = self._transcript_html(state)
 
