@@ -27,8 +27,10 @@ Action = Callable[[TaskStep, Task], Awaitable[Any]]
 
 
 class DagWorker(BaseAgentWorker):
-    """The root step creates every step of ``spec`` (name -> names of its previous steps),
-    all with ``is_ready=False``; step ``last`` answers. ``actions`` give a step's behaviour."""
+    """The root step creates every step of ``spec`` (name -> names of its previous steps);
+    those with previous steps are made ``is_ready=False`` (wait for them), the others ready
+    (``is_ready=False`` with nothing to wait for would hold them). Step ``last`` answers.
+    ``actions`` give a step's behaviour."""
 
     def __init__(self, spec: dict[str, list[str]], last: str, actions: dict[str, Action] | None = None) -> None:
         self.spec = spec
@@ -44,7 +46,7 @@ class DagWorker(BaseAgentWorker):
         self.calls.append((name, step.input, kwargs.get("tool_choice")))
         if name == "root":
             steps = {
-                n: TaskStep(task_id=task.task_id, input=n, step_state={"name": n}, is_ready=False)
+                n: TaskStep(task_id=task.task_id, input=n, step_state={"name": n}, is_ready=not self.spec[n])
                 for n in self.spec
             }
             for n, prevs in self.spec.items():
@@ -76,7 +78,8 @@ def test_steps_created_not_ready_run_once_their_prev_steps_are_done() -> None:
     assert worker.names().index("c") > worker.names().index("a")
     assert worker.names()[-1] == "j"
     task = runner.list_tasks()[0]
-    assert all(s.is_ready is False for n, s in by_name(runner, task).items() if n != "root")
+    # the runner took over the waiting: a step that waited for unfinished parents is ready now
+    assert all(s.is_ready for s in by_name(runner, task).values())
     assert runner.state_of(task).status == TaskStatus.FINALIZED
 
 

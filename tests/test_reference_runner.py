@@ -6,14 +6,28 @@ Snippets come from the "Lower-Level Agent API" guide and the core classes refere
 
 from __future__ import annotations
 
+import uuid
 from collections import deque
+from typing import Any, cast
 
 import pytest
 
-from nbagent import AgentRunner, ChatMessage, MessageRole, ScriptedLLM, TaskState, tool_call
+from nbagent import (
+    AgentChatResponse,
+    AgentRunner,
+    ChatMessage,
+    MessageRole,
+    ScriptedLLM,
+    Task,
+    TaskState,
+    TaskStep,
+    TaskStepOutput,
+    tool_call,
+)
 from nbagent.agents import FunctionCallingAgent, ReActAgent
 from nbagent.runner.agent_state import AgentState
 from nbagent.tools import FunctionTool
+from nbagent.workers.base import BaseAgentWorker
 from nbagent.workers.function_calling import OpenAIAgentWorker
 from tests.helpers import CountingWorker
 
@@ -158,3 +172,107 @@ def test_chat_history_and_memory_as_on_the_page() -> None:
     history = [ChatMessage(role=MessageRole.USER, content="earlier")]
     agent = AgentRunner(CountingWorker(target=1), chat_history=history)
     assert [m.content for m in agent.chat_history] == ["earlier"]
+
+
+# ----- the reference's own runner tests (llama_index tests/agent/runner/test_base.py), ported --
+
+
+class MockAgentWorker(BaseAgentWorker):
+    """Mock agent agent worker."""
+
+    def __init__(self, limit: int = 2):
+        self.limit = limit
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        counter = 0
+        task.extra_state["counter"] = counter
+        return TaskStep(task_id=task.task_id, step_id=str(uuid.uuid4()), input=task.input, memory=task.memory)
+
+    def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        counter = task.extra_state["counter"] + 1
+        task.extra_state["counter"] = counter
+        is_done = counter >= self.limit
+        new_steps = [step.get_next_step(step_id=str(uuid.uuid4()))]
+        return TaskStepOutput(
+            output=AgentChatResponse(response=f"counter: {counter}"),
+            task_step=step,
+            is_last=is_done,
+            next_steps=new_steps,
+        )
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        return self.run_step(step=step, task=task, **kwargs)
+
+    def finalize_task(self, task: Task, **kwargs: Any) -> None:
+        """Finalize task, after all the steps are completed."""
+
+
+class MockAgentWorkerWithMemory(MockAgentWorker):
+    """Mock agent worker with memory."""
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        if len(task.memory.get_all()) > 0:
+            start = int(cast(Any, task.memory.get_all()[-1].content))
+        else:
+            start = 0
+        task.extra_state["counter"] = 0
+        task.extra_state["start"] = start
+        return TaskStep(task_id=task.task_id, step_id=str(uuid.uuid4()), input=task.input, memory=task.memory)
+
+    def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        task.extra_state["counter"] += 1
+        counter = task.extra_state["counter"] + task.extra_state["start"]
+        is_done = task.extra_state["counter"] >= self.limit
+        new_steps = [step.get_next_step(step_id=str(uuid.uuid4()))]
+        if is_done:
+            task.memory.put(ChatMessage(role=MessageRole.USER, content=str(counter)))
+        return TaskStepOutput(
+            output=AgentChatResponse(response=f"counter: {counter}"),
+            task_step=step,
+            is_last=is_done,
+            next_steps=new_steps,
+        )
+
+
+def test_agent() -> None:
+    agent_runner = AgentRunner(agent_worker=MockAgentWorker(limit=2))
+    task = agent_runner.create_task("hello world")
+    assert task.input == "hello world"
+    assert task.task_id in agent_runner.state.task_dict
+    step_output = agent_runner.run_step(task.task_id)
+    assert task.extra_state["counter"] == 1
+    assert str(step_output.output) == "counter: 1"
+    assert step_output.is_last is False
+    assert len(agent_runner.list_tasks()) == 1
+    assert agent_runner.get_task(task_id=task.task_id) == task
+    step_output = agent_runner.run_step(task.task_id)
+    assert task.extra_state["counter"] == 2
+    assert str(step_output.output) == "counter: 2"
+    assert step_output.is_last is True
+    assert len(agent_runner.state.task_dict[task.task_id].completed_steps) == 2
+    agent_runner = AgentRunner(agent_worker=MockAgentWorker(limit=10))
+    response = agent_runner.chat("hello world")
+    assert str(response) == "counter: 10"
+    assert len(agent_runner.state.task_dict) == 1
+
+
+def test_agent_with_reset() -> None:
+    agent_runner = AgentRunner(agent_worker=MockAgentWorkerWithMemory(limit=10))
+    for idx in range(4):
+        if idx % 2 == 0:
+            agent_runner.reset()
+        response = agent_runner.chat("hello world")
+        if idx % 2 == 0:
+            assert str(response) == "counter: 10"
+            assert len(agent_runner.state.task_dict) == 1
+            assert len(agent_runner.memory.get_all()) == 1
+        elif idx % 2 == 1:
+            assert str(response) == "counter: 20"
+            assert len(agent_runner.state.task_dict) == 2
+            assert len(agent_runner.memory.get_all()) == 2
+
+
+def test_agent_from_llm() -> None:
+    llm = ScriptedLLM(["Thought: done.\nAnswer: ok"], function_calling=False)  # MockLLM takes no tools
+    agent_runner = AgentRunner.from_llm(llm=llm)
+    assert isinstance(agent_runner, ReActAgent)

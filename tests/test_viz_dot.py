@@ -260,7 +260,7 @@ def test_queued_step_of_a_new_task() -> None:
     line = _node_line(dot, "s0")
     assert "#1 queued" in line and "in: hello" in line and _fill(StepStatus.QUEUED) in line
     assert status_summary(runner.state_of(task)) == {
-        "queued": 1, "awaiting approval": 0, "blocked": 0, "running": 0, "done": 0, "failed": 0, "undone": 0,
+        "queued": 1, "awaiting approval": 0, "held": 0, "blocked": 0, "running": 0, "done": 0, "failed": 0, "undone": 0,
     }
 
 

@@ -290,6 +290,13 @@ class AgentRunner:
                 return s
         for s in queue:
             _approvals().check_decided(state, s)
+        held = [s.step_id for s in queue if not s.is_ready]
+        if held:
+            raise TaskStateError(
+                f"task {state.task_id!r} has no ready step: step(s) {held} are held "
+                "(is_ready=False); release one with runner.release_step(task_id, step_id) "
+                "or set step.is_ready = True"
+            )
         raise TaskStateError(
             f"task {state.task_id!r} has queued steps but none is ready: "
             f"{[s.step_id for s in queue]} wait for steps that are not done"
@@ -448,6 +455,20 @@ class AgentRunner:
             raise TaskStateError(f"task {state.task_id!r} is running a step; abandon after it ends")
         state.abandoned = True
         self._emit(TaskAbandoned(state.task_id))
+
+    # ----- held steps (is_ready=False; nbagent.runner.holds) --------------------------------
+    def release_step(self, task_id: TaskRef, step_id: str | None = None) -> list[TaskStep]:
+        """Let held steps run (``is_ready=True``): ``step_id``, or every held step of the
+        task. Returns the steps released."""
+        from nbagent.runner.holds import release_step
+
+        return release_step(self, task_id, step_id)
+
+    def hold_step(self, task_id: TaskRef, step_id: str) -> TaskStep:
+        """Hold a queued step back (``is_ready=False``) until ``release_step``."""
+        from nbagent.runner.holds import hold_step
+
+        return hold_step(self, task_id, step_id)
 
     # ----- approval of tool calls (nbagent.approval, nbagent.runner.approvals) -------------
     @property

@@ -1,7 +1,10 @@
 """ParallelAgentRunner: runs a task's steps as a DAG, every ready step at once (bounded).
 
 A step is ready when every step in its ``prev_steps`` is done; the runner computes that
-itself (``TaskStep.is_ready`` is not consulted, so no step is ever dropped). Each step still
+itself. ``is_ready=False`` on a new step that still has unfinished previous steps just means
+"wait for them"; on one with nothing to wait for it means *held*: the step stays queued,
+drawn as held, until released (``step.is_ready = True`` or ``release_step``). A join that
+several parents return is queued once and runs once, after all of them. Each step still
 goes through ``AgentRunner._astep`` (snapshot, events, rollback), several of them gathered on
 one event loop; only three hooks differ, so that one branch never clobbers another:
 
@@ -197,18 +200,26 @@ class ParallelAgentRunner(AgentRunner):
     def _commit(
         self, state: TaskState, step: TaskStep, output: TaskStepOutput, snap: StepSnapshot
     ) -> None:
+        fresh = []
         for nxt in output.next_steps:
             # a new step with dependencies of its own keeps them; others follow this step
             if not nxt.prev_steps:
                 step.link_step(nxt)
+            if state.is_known(nxt):  # a join another parent returned first: queued once
+                if step.step_id not in nxt.prev_steps:
+                    step.link_step(nxt)
+                continue
             state.register(nxt)
             state.step_queue.append(nxt)
+            fresh.append(nxt)
         done = state.completed_steps
         if done and done[-1].is_last and not output.is_last:
             done.insert(len(done) - 1, output)  # the answer stays last (views, finalize read it)
         else:
             done.append(output)
         state.outputs[step.step_id] = output
+        for nxt in fresh:
+            state.settle(nxt)
         if state.keep_history:
             if isinstance(snap, BranchSnapshot):
                 snap.ended = next(_clock)
@@ -252,6 +263,8 @@ class ParallelAgentRunner(AgentRunner):
         output = state.outputs.pop(step.step_id)
         dropped = set()
         for nxt in output.next_steps:
+            if state.returned_by_other(nxt, step.step_id):
+                continue  # a join another done step returned: it stays, waiting for this one
             nid = nxt.step_id
             if step.next_steps.pop(nid, None) is not None:
                 nxt.prev_steps.pop(step.step_id, None)
@@ -359,14 +372,26 @@ def _nothing_ready(state: TaskState) -> str:
             f"task {tid!r} has no queued step and no final output: step {last!r} returned "
             "is_last=False without next steps, so nothing is left to run"
         )
+    held = [s.step_id for s in state.step_queue if not s.is_ready]
+    if held and len(held) == len(state.step_queue) and not state.running:
+        return (
+            f"task {tid!r} has only held step(s) {held} (is_ready=False); release one with "
+            f"runner.release_step(task_id, step_id) or set step.is_ready = True"
+        )
     waits = {
-        s.step_id: [p for p in s.prev_steps if p not in state.outputs] for s in state.step_queue
+        s.step_id: [p for p in s.prev_steps if p not in state.outputs]
+        for s in state.step_queue
+        if s.is_ready
     }
     running = sorted(state.running)
     why = f"step(s) {running} are still running" if running else (
         "no running step can unblock them: check for a cycle or a step that is not queued"
     )
-    return f"task {tid!r} has queued steps but none is ready: {waits} wait for steps not done; {why}"
+    note = f"; held (release with runner.release_step): {held}" if held else ""
+    return (
+        f"task {tid!r} has queued steps but none is ready: {waits} wait for steps not done; "
+        f"{why}{note}"
+    )
 
 
 class _Drive:

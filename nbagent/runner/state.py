@@ -41,6 +41,7 @@ class StepStatus(str, Enum):
 
     QUEUED = "queued"
     AWAITING = "awaiting approval"  # queued, with tool calls a person has not decided yet
+    HELD = "held"  # queued with is_ready=False and nothing to wait for: runs once released
     BLOCKED = "blocked"
     RUNNING = "running"
     DONE = "done"
@@ -135,14 +136,44 @@ class TaskState:
         step = self.steps.get(step_id)
         if step is not None and is_awaiting(step):
             return StepStatus.AWAITING
+        if step is not None and not step.is_ready:
+            return StepStatus.HELD
         if step is not None and not self.is_step_ready(step):
             return StepStatus.BLOCKED
         return StepStatus.QUEUED
 
     def is_step_ready(self, step: TaskStep) -> bool:
-        """Ready when every step it depends on (``prev_steps``) is done and none of its tool
-        calls waits for approval."""
-        return all(pid in self.outputs for pid in step.prev_steps) and not is_awaiting(step)
+        """Ready when every step it depends on (``prev_steps``) is done, it is not held
+        (``is_ready``) and none of its tool calls waits for approval."""
+        return (
+            step.is_ready
+            and all(pid in self.outputs for pid in step.prev_steps)
+            and not is_awaiting(step)
+        )
+
+    def held_steps(self) -> list[TaskStep]:
+        """Queued steps held back (``is_ready=False``) until someone releases them."""
+        return [s for s in self.step_queue if not s.is_ready]
+
+    def is_known(self, step: TaskStep) -> bool:
+        """Whether the step is already part of the task (queued, running or done), e.g. a
+        join that another of its previous steps returned first."""
+        return step.step_id in self.steps and step.step_id not in self.undone_ids
+
+    def settle(self, step: TaskStep) -> None:
+        """A new step's ``is_ready=False`` means "wait for my previous steps" while some are
+        unfinished (the runner does that itself, so the flag is set back); with none left
+        to wait for it means *held*: it stays queued until released."""
+        if not step.is_ready and any(pid not in self.outputs for pid in step.prev_steps):
+            step.is_ready = True
+
+    def returned_by_other(self, nxt: TaskStep, step_id: str) -> bool:
+        """Whether a done step other than ``step_id`` also returned ``nxt`` (a join)."""
+        for pid in nxt.prev_steps:
+            out = self.outputs.get(pid)
+            if pid != step_id and out is not None and any(s.step_id == nxt.step_id for s in out.next_steps):
+                return True
+        return False
 
     def register(self, step: TaskStep) -> None:
         if step.task_id != self.task.task_id:
@@ -197,14 +228,23 @@ class TaskState:
 
     # ----- changes -----------------------------------------------------------------------
     def complete(self, step: TaskStep, output: TaskStepOutput, snap: StepSnapshot) -> None:
-        """Record a finished step: link and queue its next steps, keep its output."""
+        """Record a finished step: link and queue its next steps, keep its output.
+
+        A next step the task already has (a join another parent returned) is linked, not
+        queued again."""
+        fresh = []
         for nxt in output.next_steps:
             if nxt.step_id not in step.next_steps and step.step_id not in nxt.prev_steps:
                 step.link_step(nxt)
+            if self.is_known(nxt):
+                continue
             self.register(nxt)
             self.step_queue.append(nxt)
+            fresh.append(nxt)
         self.completed_steps.append(output)
         self.outputs[step.step_id] = output
+        for nxt in fresh:
+            self.settle(nxt)
         if self.keep_history:
             self.history.append(snap)
 
@@ -214,6 +254,8 @@ class TaskState:
         output = self.outputs.pop(snap.step_id)
         step = self.steps[snap.step_id]
         for nxt in output.next_steps:
+            if self.returned_by_other(nxt, step.step_id):
+                continue  # a join another done step returned: it stays, waiting for this one
             step.next_steps.pop(nxt.step_id, None)
             nxt.prev_steps.pop(step.step_id, None)
             self.undone_edges.append((step.step_id, nxt.step_id))

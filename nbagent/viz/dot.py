@@ -36,6 +36,7 @@ __all__ = [
 STATUS_ORDER: tuple[StepStatus, ...] = (
     StepStatus.QUEUED,
     StepStatus.AWAITING,
+    StepStatus.HELD,
     StepStatus.BLOCKED,
     StepStatus.RUNNING,
     StepStatus.DONE,
@@ -47,6 +48,7 @@ STATUS_ORDER: tuple[StepStatus, ...] = (
 STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
     StepStatus.QUEUED: ("#f1f5f9", "#64748b", "#1e293b"),
     StepStatus.AWAITING: ("#ffedd5", "#c2410c", "#431407"),
+    StepStatus.HELD: ("#ede9fe", "#6d28d9", "#2e1065"),
     StepStatus.BLOCKED: ("#fef3c7", "#b45309", "#451a03"),
     StepStatus.RUNNING: ("#dbeafe", "#1d4ed8", "#172554"),
     StepStatus.DONE: ("#dcfce7", "#15803d", "#052e16"),
@@ -56,6 +58,7 @@ STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
 _STYLES: dict[StepStatus, str] = {
     StepStatus.QUEUED: "rounded,filled",
     StepStatus.AWAITING: "rounded,filled,bold",
+    StepStatus.HELD: "rounded,filled,bold,dashed",
     StepStatus.BLOCKED: "rounded,filled,dotted",
     StepStatus.RUNNING: "rounded,filled,bold",
     StepStatus.DONE: "rounded,filled",
@@ -281,6 +284,8 @@ def _step_node(
     lines: list[tuple[str, str]] = [(f"{head} · {short_id(sid)}", "head")]
     if step is not None and step.input is not None:
         lines.append((f"in: {preview(step.input, limit)}", "text"))
+    if status == StepStatus.HELD:
+        lines.append(("held: release_step() lets it run", "muted"))
     if step is not None and APPROVAL_KEY in step.step_state:
         lines.extend(_approval_lines(step, limit))
     if out is not None:

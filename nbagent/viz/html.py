@@ -390,7 +390,7 @@ def step_html(step: TaskStep) -> str:
     """A step before (or without) its output: ids, input, links, state keys."""
 
     def build() -> str:
-        ready = "" if step.is_ready else " " + _badge("not ready", "nb-s-blocked")
+        ready = "" if step.is_ready else " " + _badge("held", "nb-s-held")
         head = f'<div class="nb-head">Step {_id(step.step_id)}{ready}</div>'
         rows = [
             ("task", _id(step.task_id)),

@@ -151,6 +151,8 @@ class AgentPanel:
         self.retry_button = button("Retry", "repeat", "danger", "nbagent-btn-retry", "Run the failed step again")
         self.abandon_button = button("Abandon", "times", "", "nbagent-btn-abandon",
                                      "End the task without keeping what it did")
+        self.release_button = button("Release", "unlock", "", "nbagent-btn-release",
+                                     "Let the held step(s) run (is_ready=True)")
         self.inject_box = W.Text(placeholder="Input for the next step (optional)",
                                  layout=W.Layout(flex="1 1 auto", width="auto", min_width="12em"))
         self.inject_box.add_class("nbagent-inject")
@@ -175,6 +177,7 @@ class AgentPanel:
         self.undo_button.on_click(lambda _: self._click(self.undo))
         self.retry_button.on_click(lambda _: self._click(self.retry))
         self.abandon_button.on_click(lambda _: self._click(self.abandon))
+        self.release_button.on_click(lambda _: self._click(self.release))
         self.new_task_button.on_click(lambda _: self._click(self._new_task_from_box))
         self.task_picker.observe(self._on_pick_task, names="value")
         self.step_picker.observe(self._on_pick_step, names="value")
@@ -202,7 +205,8 @@ class AgentPanel:
                 W.HBox([self.task_picker, self.new_task_box, self.new_task_button],
                        layout=W.Layout(flex_flow="row wrap", align_items="center")),
                 W.HBox([self.step_button, self.run_button, self.stop_button, self.undo_button,
-                        self.retry_button, self.abandon_button, self.inject_box],
+                        self.retry_button, self.abandon_button, self.release_button,
+                        self.inject_box],
                        layout=W.Layout(flex_flow="row wrap", align_items="center")),
                 self.status_line,
                 self.approvals.widget,
@@ -342,6 +346,19 @@ class AgentPanel:
         self.runner.abandon_task(state.task_id)
         self._set_notice("")
         self._after_action()
+
+    def release(self, step_id: str | None = None) -> list[TaskStep]:
+        """Let a held step run (``step_id``, or the inspected step if it is held, or every
+        held step of the task); the Release button does this."""
+        state = self._require_state()
+        if step_id is None:
+            picked = self.step_picker.value
+            held = {s.step_id for s in state.held_steps()}
+            step_id = picked if picked in held else None
+        steps = self.runner.release_step(state.task_id, step_id)
+        self._set_notice("")
+        self._after_action()
+        return steps
 
     def inspect(self, step_id: str | None) -> None:
         """Show one step in the inspector (None: follow the latest step)."""
@@ -599,7 +616,7 @@ class AgentPanel:
                 self.task_picker, self.step_picker, self.status_line, self.inspector,
                 self.transcript, self.step_button, self.run_button, self.stop_button,
                 self.undo_button, self.retry_button, self.abandon_button, self.new_task_button,
-                self.new_task_box,
+                self.new_task_box, self.release_button,
             ]
             with ExitStack() as stack:
                 for w in widgets:
@@ -646,6 +663,9 @@ class AgentPanel:
         self.new_task_button.disabled = busy
         self.new_task_box.disabled = busy
         self.task_picker.disabled = busy
+        self.release_button.disabled = not (
+            state is not None and status not in _ENDED and bool(state.held_steps())
+        )
 
     def _status_html(self, state: TaskState | None) -> str:
         parts: list[str] = []
@@ -678,6 +698,8 @@ class AgentPanel:
             parts.append(f"task <code>{html_text(short_id(state.task_id))}</code>")
             parts.append(f"{counts.get('done', 0)} done")
             parts.append(f"{queued} queued")
+            if counts.get("held"):
+                parts.append(f"{counts['held']} held")
             if counts.get("undone"):
                 parts.append(f"{counts['undone']} undone")
             parts.append(f"{tokens} tokens")

@@ -294,7 +294,9 @@ class PlannerAgentWorker(BaseAgentWorker):
                     "tool": call.tool,
                     "args": call.args,
                 },
-                is_ready=False,
+                # a call with no deps is ready; one with deps waits for them (is_ready=False
+                # with nothing to wait for would hold it)
+                is_ready=not call.deps,
             )
             sel = ToolSelection(
                 tool_id=f"plan{rnd + 1}_{call.index}", tool_name=call.tool, tool_kwargs=call.args
@@ -311,7 +313,7 @@ class PlannerAgentWorker(BaseAgentWorker):
             task_id=task.task_id,
             input=None,
             step_state={"kind": "join", "round": rnd, "plan": plan.text},
-            is_ready=False,
+            is_ready=not steps,  # waits for the calls; with none it is ready at once
         )
         for index, s in steps.items():
             if index not in used:  # the join waits for every call through the last ones

@@ -213,7 +213,11 @@ runner4.graph(task4)
 ## What to remember
 
 - A step is ready when all its `prev_steps` are done; the runner works that out, and
-  `is_ready=False` on a new step is fine.
+  `is_ready=False` on a new step that waits for others is fine. On a step with nothing
+  to wait for, `is_ready=False` *holds* it (drawn as held) until `runner.release_step(...)`,
+  `step.is_ready = True` or the panel's Release button.
+- A join that several steps return in `next_steps` is queued once and runs once, after all
+  of them.
 - `run_steps_in_queue` runs one wave; `run_until_done` and `chat` run the whole DAG.
 - A step that fails goes back to the queue; the steps that ran beside it keep their results,
   and the error is raised as it was. Run again to retry.
