@@ -83,6 +83,11 @@ def test_two_function_agents_hand_off_and_call_a_tool_over_http(server: FakeOpen
 
     assert isinstance(result, AgentOutput)
     assert str(result) == "It is sunny in Paris today." and result.current_agent_name == "weather"
+    # .raw is the server's own reply (the last streamed chunk, dumped), as on the reference
+    assert isinstance(result.raw, dict) and result.raw["object"] == "chat.completion.chunk"
+    chunks = [e.raw for e in events if isinstance(e, AgentStream) and e.current_agent_name == "weather"]
+    assert chunks and all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[-1]["id"] == result.raw["id"] and len({c["id"] for c in chunks}) == 2  # two model calls
     streamed = "".join(e.delta for e in events if isinstance(e, AgentStream) and e.current_agent_name == "weather")
     assert "It is sunny in Paris today." in streamed  # text arrived in several SSE chunks
     assert sum(1 for e in events if isinstance(e, AgentStream)) > 3

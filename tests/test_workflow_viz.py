@@ -178,7 +178,7 @@ def test_run_drawing_snapshot_and_determinism() -> None:
 def test_agent_workflow_steps_drawing_has_every_step_and_event_type() -> None:
     dot = workflow_to_dot(handoff_workflow())
     for name in ("init_run", "setup_agent", "run_agent_step", "parse_agent_output", "call_tool",
-                 "aggregate_tool_results", "StartEvent", "AgentInput", "ToolCallResult", "StopEvent"):
+                 "aggregate_tool_results", "AgentWorkflowStartEvent", "AgentInput", "ToolCallResult", "StopEvent"):
         assert f"<B>{name}</B>" in dot
     assert "4 at a time" in dot
     assert_structure(dot)

@@ -248,20 +248,25 @@ class OpenAILLM(LLM):
         except openai.OpenAIError as e:
             self._scrubbed(e)
         acc = _StreamAccumulator(self.model)
+        last: Any = None
         try:
             async for chunk in stream:
+                last = chunk
                 piece = acc.add(chunk)
                 if piece:
                     yield ChatResponse(
                         message=ChatMessage(role=MessageRole.ASSISTANT, content=acc.text),
                         delta=piece,
                         model=acc.model,
+                        raw=chunk,  # the server's own chunk, as the reference's ``r.raw``
                     )
         except openai.OpenAIError as e:
             self._scrubbed(e)
         finally:
             await stream.close()
-        yield acc.final(self.base_url)
+        final = acc.final(self.base_url)
+        final.raw = last
+        yield final
 
 
 # -- conversion: ours -> OpenAI ----------------------------------------------------------------

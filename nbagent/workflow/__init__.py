@@ -12,6 +12,7 @@ from nbagent.workflow.agent_events import (
     ToolCallResult,
 )
 from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
+from nbagent.workflow.checkpoint import Checkpoint
 from nbagent.workflow.context import Context, current_context
 from nbagent.workflow.decorators import StepSpec, step
 from nbagent.workflow.errors import (
@@ -35,6 +36,7 @@ from nbagent.workflow.multi_agent import (
     DEFAULT_HANDOFF_PROMPT,
     DEFAULT_STATE_PROMPT,
     AgentWorkflow,
+    AgentWorkflowStartEvent,
     MaxAgentIterationsError,
 )
 from nbagent.workflow.runtime import WorkflowHandler
@@ -44,6 +46,8 @@ from nbagent.workflow.workflow import Workflow
 
 __all__ = [
     "AgentWorkflow",
+    "AgentWorkflowStartEvent",
+    "Checkpoint",
     "BaseWorkflowAgent",
     "FunctionAgent",
     "ReActAgent",

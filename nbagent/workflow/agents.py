@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from nbagent.ids import new_id
 from nbagent.llms.base import LLM, ChatResponse
@@ -31,67 +33,108 @@ from nbagent.workers.react.output_parser import (
     ReasoningStep,
     ResponseReasoningStep,
 )
-from nbagent.workers.react.prompt import FORMAT_REMINDER, render_system_prompt
+from nbagent.prompts import PromptDictType, PromptMixin, PromptTemplate
+from nbagent.workers.react.prompt import FORMAT_REMINDER, REACT_SYSTEM_PROMPT, render_system_prompt
 from nbagent.workflow.agent_events import AgentInput, AgentOutput, AgentStream, ToolCallResult
 from nbagent.workflow.context import Context
+from nbagent.workflow.errors import WorkflowRuntimeError
 from nbagent.workflow.tools import as_workflow_tools
 
-__all__ = ["BaseWorkflowAgent", "FunctionAgent", "ReActAgent", "DEFAULT_AGENT_DESCRIPTION"]
+if TYPE_CHECKING:
+    from nbagent.workflow.runtime import WorkflowHandler
+
+__all__ = ["BaseWorkflowAgent", "FunctionAgent", "ReActAgent", "DEFAULT_AGENT_DESCRIPTION", "default_formatter"]
 
 DEFAULT_AGENT_DESCRIPTION = "An agent that can perform a task"
 
 
-class BaseWorkflowAgent(ABC):
+class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     """An agent's configuration (name, model, tools, who it may hand off to) and its step logic.
 
-    ``tools`` may mix FunctionTools and plain functions; a function that takes ``ctx: Context``
-    gets the run's context. ``tool_retriever`` (an object with ``retrieve(text)`` or async
-    ``aretrieve(text)`` returning tools) adds tools chosen for the current input.
-    ``can_handoff_to`` lists the agents this one may hand off to (None: any other agent).
+    A pydantic model, as on the reference page (``model_dump``, field validation). ``tools`` may
+    mix FunctionTools and plain functions (made FunctionTools); a function that takes
+    ``ctx: Context`` gets the run's context. ``tool_retriever`` (an object with
+    ``retrieve(text)`` or async ``aretrieve(text)`` returning tools) adds tools chosen for the
+    current input. ``can_handoff_to`` lists the agents this one may hand off to (None: any).
+
+    An agent is also a workflow on its own: ``agent.run(user_msg=...)`` runs it as a one-agent
+    ``AgentWorkflow`` and returns the same handler (``Context(agent)`` makes its context).
     """
 
-    def __init__(
-        self,
-        *,
-        name: str = "Agent",
-        description: str = DEFAULT_AGENT_DESCRIPTION,
-        system_prompt: str | None = None,
-        tools: Sequence[FunctionTool | Callable[..., Any]] | None = None,
-        tool_retriever: Any = None,
-        can_handoff_to: Sequence[str] | None = None,
-        llm: LLM | None = None,
-    ) -> None:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"an agent needs a non-empty name (str), got {name!r}")
-        if not isinstance(description, str):
-            raise TypeError(f"description must be a str, got {type(description).__name__}")
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise TypeError(f"system_prompt must be a str or None, got {type(system_prompt).__name__}")
-        if llm is None:
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = Field(default="Agent", description="The name of the agent")
+    description: str = Field(
+        default=DEFAULT_AGENT_DESCRIPTION,
+        description="The description of what the agent does and is responsible for",
+    )
+    system_prompt: str | None = Field(default=None, description="The system prompt for the agent")
+    tools: list[FunctionTool] = Field(default_factory=list, description="The tools that the agent can use")
+    tool_retriever: Any = Field(
+        default=None, description="The tool retriever for the agent, can be provided instead of tools"
+    )
+    can_handoff_to: list[str] | None = Field(
+        default=None, description="The agent names that this agent can hand off to"
+    )
+    llm: LLM = Field(default=None, description="The LLM that the agent uses")  # type: ignore[assignment]
+
+    _solo: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_llm(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("llm") is None:
+            name = data.get("name", "Agent")
             raise ValueError(
                 f"agent {name!r} needs llm=...: e.g. OpenAILLM(model=...) or, offline, "
                 "ScriptedLLM([...]) / FunctionLLM(fn)"
             )
-        if not isinstance(llm, LLM):
-            raise TypeError(f"llm must be an nbagent LLM, got {type(llm).__name__}: {llm!r}")
-        if tool_retriever is not None and not (
-            callable(getattr(tool_retriever, "retrieve", None)) or callable(getattr(tool_retriever, "aretrieve", None))
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError(f"an agent needs a non-empty name (str), got {v!r}")
+        return v
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def validate_tools(cls, v: Any) -> list[FunctionTool]:
+        """Tools and plain functions -> FunctionTools (a ``ctx`` parameter is hidden from the model)."""
+        if v is None:
+            return []
+        if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+            raise TypeError(f"tools must be a list of FunctionTools or functions, got {type(v).__name__}")
+        return as_workflow_tools(list(v))
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _check_llm(cls, v: Any) -> Any:
+        if not isinstance(v, LLM):
+            raise TypeError(f"llm must be an nbagent LLM, got {type(v).__name__}: {v!r}")
+        return v
+
+    @field_validator("tool_retriever")
+    @classmethod
+    def _check_retriever(cls, v: Any) -> Any:
+        if v is not None and not (
+            callable(getattr(v, "retrieve", None)) or callable(getattr(v, "aretrieve", None))
         ):
             raise TypeError(
                 "tool_retriever must have retrieve(text) -> tools (or async aretrieve(text)), got "
-                f"{type(tool_retriever).__name__}"
+                f"{type(v).__name__}"
             )
-        if can_handoff_to is not None:
-            if isinstance(can_handoff_to, str) or not all(isinstance(n, str) for n in can_handoff_to):
-                raise TypeError(f"can_handoff_to must be a list of agent names, got {can_handoff_to!r}")
-            can_handoff_to = list(can_handoff_to)
-        self.name = name
-        self.description = description
-        self.system_prompt = system_prompt
-        self.tools: list[FunctionTool] = as_workflow_tools(tools)
-        self.tool_retriever = tool_retriever
-        self.can_handoff_to: list[str] | None = can_handoff_to
-        self.llm = llm
+        return v
+
+    @field_validator("can_handoff_to", mode="before")
+    @classmethod
+    def _check_handoff(cls, v: Any) -> Any:
+        if v is not None and (
+            isinstance(v, str) or not isinstance(v, (list, tuple)) or not all(isinstance(n, str) for n in v)
+        ):
+            raise TypeError(f"can_handoff_to must be a list of agent names, got {v!r}")
+        return None if v is None else list(v)
 
     async def retrieve_tools(self, input: str) -> list[FunctionTool]:
         """The tools the retriever picks for ``input`` (none without a retriever)."""
@@ -106,6 +149,17 @@ class BaseWorkflowAgent(ABC):
                 found = await found
         return as_workflow_tools(list(found or []))
 
+    # ----- prompts (the reference's PromptMixin) ------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {}
+
+    def _get_prompt_modules(self) -> dict[str, PromptMixin]:
+        return {}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        return None
+
+    # ----- the agent's step logic ---------------------------------------------------------
     @abstractmethod
     async def take_step(
         self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[FunctionTool], memory: ChatMemoryBuffer
@@ -121,6 +175,46 @@ class BaseWorkflowAgent(ABC):
     @abstractmethod
     async def finalize(self, ctx: Context, output: AgentOutput, memory: ChatMemoryBuffer) -> AgentOutput:
         """Move the work in progress into memory; return the (possibly cleaned) output."""
+
+    # ----- an agent is a workflow on its own ----------------------------------------------
+    def _as_workflow(self) -> Any:
+        """The one-agent AgentWorkflow that ``run`` uses (made once, kept)."""
+        if self._solo is None:
+            from nbagent.workflow.multi_agent import AgentWorkflow
+
+            self._solo = AgentWorkflow(agents=[self])
+        return self._solo
+
+    def run(
+        self,
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        memory: ChatMemoryBuffer | None = None,
+        ctx: Context | None = None,
+        stepwise: bool = False,
+        checkpoint_callback: Any = None,
+        max_iterations: int | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandler:
+        """Run this agent alone, exactly as ``AgentWorkflow([agent]).run(...)`` would."""
+        return self._as_workflow().run(  # type: ignore[no-any-return]
+            user_msg=user_msg,
+            chat_history=chat_history,
+            memory=memory,
+            ctx=ctx,
+            stepwise=stepwise,
+            checkpoint_callback=checkpoint_callback,
+            max_iterations=max_iterations,
+            **kwargs,
+        )
+
+    def run_from(self, checkpoint: Any, **kwargs: Any) -> WorkflowHandler:
+        """Resume a run of this agent from a ``Checkpoint``."""
+        return self._as_workflow().run_from(checkpoint, **kwargs)  # type: ignore[no-any-return]
+
+    def draw(self, **options: Any) -> Any:
+        """The steps of the workflow this agent runs in, as a displayable graph."""
+        return self._as_workflow().draw(**options)
 
     # ----- display ------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -142,15 +236,30 @@ class BaseWorkflowAgent(ABC):
             f"tools={[t.name for t in self.tools]}{handoff})"
         )
 
+    def __str__(self) -> str:
+        return repr(self)
+
     def _repr_html_(self) -> str:
         from nbagent.viz.workflow_html import agent_html
 
         return agent_html(self)
 
 
+def _raw(value: Any) -> Any:
+    """The model's raw reply as plain data (a pydantic object is dumped, as the reference does)."""
+    if isinstance(value, BaseModel):
+        try:
+            return value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - an odd object: keep what python mode gives
+            return value.model_dump()
+    return value
+
+
 def _final_chunk(last: ChatResponse | None, agent: str, llm: LLM) -> ChatResponse:
     if last is None:
-        raise RuntimeError(f"agent {agent!r}: {llm!r} streamed no reply at all; a reply needs at least one chunk")
+        raise WorkflowRuntimeError(
+            f"agent {agent!r}: {llm!r} streamed no reply at all; a reply needs at least one chunk"
+        )
     return last
 
 
@@ -159,13 +268,15 @@ class FunctionAgent(BaseWorkflowAgent):
 
     scratchpad_key: str = "scratchpad"
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    @model_validator(mode="after")
+    def _needs_tools_api(self) -> FunctionAgent:
         if not getattr(self.llm, "is_function_calling_model", False):
             raise ValueError(
-                f"FunctionAgent {self.name!r} needs a model with a tools API, but {self.llm!r} has "
-                "is_function_calling_model=False; use ReActAgent (works with any chat model)"
+                f"LLM must be a FunctionCallingLLM: FunctionAgent {self.name!r} needs a model with a "
+                f"tools API, but {self.llm!r} has is_function_calling_model=False; use ReActAgent "
+                "(works with any chat model)"
             )
+        return self
 
     async def take_step(
         self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[FunctionTool], memory: ChatMemoryBuffer
@@ -181,15 +292,18 @@ class FunctionAgent(BaseWorkflowAgent):
                     delta=chunk.delta or "",
                     response=chunk.message.text,
                     tool_calls=list(chunk.message.tool_calls),
-                    raw=None,
+                    raw=_raw(chunk.raw),
                     current_agent_name=self.name,
                 )
             )
         final = _final_chunk(last, self.name, self.llm)
-        reply = final.message.model_copy(update={"role": MessageRole.ASSISTANT})
+        update: dict[str, Any] = {"role": MessageRole.ASSISTANT}
+        if final.message.content == "":  # an empty reply: content None, as the reference has it
+            update["content"] = None
+        reply = final.message.model_copy(update=update)
         await ctx.set(self.scratchpad_key, [*scratchpad, reply])
         return AgentOutput(
-            response=reply, tool_calls=list(reply.tool_calls), raw=None, current_agent_name=self.name
+            response=reply, tool_calls=list(reply.tool_calls), raw=_raw(final.raw), current_agent_name=self.name
         )
 
     async def handle_tool_call_results(
@@ -217,28 +331,95 @@ class FunctionAgent(BaseWorkflowAgent):
         return output
 
 
+def default_formatter() -> ReActChatFormatter:
+    """The formatter a ReActAgent gets unless it is given one (``formatter=``)."""
+    return ReActChatFormatter()
+
+
+def formatter_header(formatter: Any) -> str:
+    """The ReAct header a formatter uses (``system_header``, or nbagent's ``system_prompt``)."""
+    for attr in ("system_header", "system_prompt"):
+        value = getattr(formatter, attr, None)
+        if isinstance(value, str):
+            return value
+    return REACT_SYSTEM_PROMPT
+
+
+def set_formatter_header(formatter: Any, header: str) -> None:
+    found = False
+    for attr in ("system_header", "system_prompt"):
+        if hasattr(formatter, attr):
+            setattr(formatter, attr, header)
+            found = True
+    if not found:
+        formatter.system_header = header
+    cache = getattr(formatter, "_system_cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+
+
+def parse_error_text(err: Exception) -> str:
+    """What the model is told when its reply does not parse (the reference's words first)."""
+    return f"Error while parsing the output: {err}\n\n{FORMAT_REMINDER}."
+
+
 class ReActAgent(BaseWorkflowAgent):
     """An agent for any chat model: tools are described in the prompt, the model replies in
     Thought / Action / Action Input / Answer text (parsed by nbagent's tolerant ReAct parser).
+
+    ``formatter`` builds the model's input: nbagent's ``ReActChatFormatter`` (its header is the
+    ``react_header`` prompt; ``react_system_prompt=`` sets it too), or any object with the
+    reference's ``format(tools, chat_history=..., current_reasoning=...)`` and ``context``.
     """
 
     reasoning_key: str = "current_reasoning"
+    output_parser: Any = Field(default_factory=ReActOutputParser, description="The react output parser")
+    formatter: Any = Field(
+        default_factory=default_formatter,
+        description="The react chat formatter to format the reasoning steps and chat history into an llm input.",
+    )
+    react_system_prompt: str | None = Field(
+        default=None, description="The ReAct header (tools, format); None: the formatter's"
+    )
 
-    def __init__(
-        self,
-        *,
-        react_system_prompt: str | None = None,
-        output_parser: ReActOutputParser | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.react_system_prompt = react_system_prompt
-        self.output_parser = output_parser or ReActOutputParser()
+    @model_validator(mode="after")
+    def _apply_header(self) -> ReActAgent:
+        if self.react_system_prompt is not None:
+            set_formatter_header(self.formatter, self.react_system_prompt)
+        if not callable(getattr(self.output_parser, "parse", None)):
+            raise TypeError(
+                f"output_parser must have parse(text) -> reasoning step, got {type(self.output_parser).__name__}"
+            )
+        return self
+
+    # ----- prompts ------------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {"react_header": PromptTemplate(formatter_header(self.formatter))}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "react_header" in prompts_dict:
+            header = prompts_dict["react_header"].template
+            set_formatter_header(self.formatter, header)
+            self.react_system_prompt = header
 
     def system_message(self, tools: Sequence[FunctionTool], context: str | None) -> ChatMessage:
         """The ReAct system prompt for these tools, with the agent's own prompt as context."""
-        text = render_system_prompt(list(tools), self.react_system_prompt, context)
+        text = render_system_prompt(list(tools), formatter_header(self.formatter), context)
         return ChatMessage(role=MessageRole.SYSTEM, content=text)
+
+    def _llm_input(
+        self, tools: Sequence[FunctionTool], history: list[ChatMessage], context: str | None, reasoning: list[Any]
+    ) -> list[ChatMessage]:
+        formatter = self.formatter
+        if isinstance(formatter, ReActChatFormatter):
+            return [
+                self.system_message(tools, context),
+                *history,
+                *(ReActChatFormatter.render(r)[0] for r in reasoning),
+            ]
+        if hasattr(formatter, "context"):  # the reference's formatter contract
+            formatter.context = context or ""
+        return list(formatter.format(list(tools), chat_history=history, current_reasoning=reasoning))
 
     async def take_step(
         self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[FunctionTool], memory: ChatMemoryBuffer
@@ -249,11 +430,7 @@ class ReActAgent(BaseWorkflowAgent):
             context = history[0].text
             history = history[1:]
         reasoning: list[ReasoningStep] = list(await ctx.get(self.reasoning_key, default=[]))
-        messages = [
-            self.system_message(tools, context),
-            *history,
-            *(ReActChatFormatter.render(r)[0] for r in reasoning),
-        ]
+        messages = self._llm_input(tools, history, context, reasoning)
         ctx.write_event_to_stream(AgentInput(input=messages, current_agent_name=self.name))
         last: ChatResponse | None = None
         async for chunk in self.llm.astream_chat(messages):
@@ -263,29 +440,37 @@ class ReActAgent(BaseWorkflowAgent):
                     delta=chunk.delta or "",
                     response=chunk.message.text,
                     tool_calls=[],
-                    raw=None,
+                    raw=_raw(chunk.raw),
                     current_agent_name=self.name,
                 )
             )
         final = _final_chunk(last, self.name, self.llm)
+        raw = _raw(final.raw)
         text = final.message.text
+        if not text.strip():
+            raise WorkflowRuntimeError(
+                f"Got empty message: ReActAgent {self.name!r} got an empty reply from {self.llm!r}; "
+                "a ReAct reply starts with 'Thought:' (check the model, its max tokens, or the prompt)"
+            )
         reply = ChatMessage(role=MessageRole.ASSISTANT, content=text)
         try:
             parsed = self.output_parser.parse(text)
-        except ReActParseError as err:
-            observation = ObservationReasoningStep(
-                observation=f"Could not parse your output: {err}. {FORMAT_REMINDER}.", is_error=True
-            )
+        except ValueError as err:  # ReActParseError, or a reference parser's ValueError
+            observation = ObservationReasoningStep(observation=parse_error_text(err), is_error=True)
             await ctx.set(self.reasoning_key, [*reasoning, observation])
             retry = ChatMessage(role=MessageRole.USER, content=observation.content)
-            return AgentOutput(response=reply, current_agent_name=self.name, retry_messages=[retry])
+            return AgentOutput(response=reply, raw=raw, current_agent_name=self.name, retry_messages=[retry])
         await ctx.set(self.reasoning_key, [*reasoning, parsed])
         if isinstance(parsed, ResponseReasoningStep):
             answer = ChatMessage(role=MessageRole.ASSISTANT, content=parsed.response)
-            return AgentOutput(response=answer, current_agent_name=self.name)
-        assert isinstance(parsed, ActionReasoningStep)
+            return AgentOutput(response=answer, raw=raw, current_agent_name=self.name)
+        if not isinstance(parsed, ActionReasoningStep):
+            raise WorkflowRuntimeError(
+                f"Expected ActionReasoningStep, got {type(parsed).__name__}: the output parser of "
+                f"ReActAgent {self.name!r} returned neither an action nor an answer"
+            )
         call = ToolSelection(tool_id=new_id(), tool_name=parsed.action, tool_kwargs=parsed.action_input)
-        return AgentOutput(response=reply, tool_calls=[call], current_agent_name=self.name)
+        return AgentOutput(response=reply, tool_calls=[call], raw=raw, current_agent_name=self.name)
 
     async def handle_tool_call_results(
         self, ctx: Context, results: list[ToolCallResult], memory: ChatMemoryBuffer

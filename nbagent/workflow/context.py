@@ -73,6 +73,12 @@ class Execution:
 _CURRENT: ContextVar[Execution | None] = ContextVar("nbagent_workflow_step", default=None)
 
 
+def _as_workflow(obj: Any) -> Any:
+    """A workflow agent stands for the one-agent workflow it runs in (``Context(agent)``)."""
+    as_workflow = getattr(obj, "_as_workflow", None)
+    return as_workflow() if callable(as_workflow) else obj
+
+
 def current_execution() -> Execution | None:
     return _CURRENT.get()
 
@@ -94,6 +100,7 @@ class Context:
     def __init__(self, workflow: Workflow) -> None:
         from nbagent.workflow.workflow import Workflow
 
+        workflow = _as_workflow(workflow)
         if not isinstance(workflow, Workflow):
             raise TypeError(f"Context(workflow) needs a Workflow, got {type(workflow).__name__}")
         self._workflow = workflow
@@ -421,6 +428,7 @@ class Context:
     @classmethod
     def from_dict(cls, workflow: Workflow, data: dict[str, Any]) -> Context:
         """Load a context saved by ``to_dict`` for ``workflow`` (a workflow of the same class)."""
+        workflow = _as_workflow(workflow)
         if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(
                 f"not a saved workflow context: expected a dict with format={CHECKPOINT_FORMAT!r}"

@@ -22,7 +22,8 @@ from typing import Any
 
 from nbagent.llms.base import LLM
 from nbagent.memory import ChatMemoryBuffer
-from nbagent.messages import ChatMessage, MessageRole, ToolSelection
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.prompts import PromptDictType, PromptMixin, PromptTemplate, as_template
 from nbagent.tools import FunctionTool, acall_tool, tools_by_name
 from nbagent.workflow.agent_events import (
     AgentInput,
@@ -75,24 +76,36 @@ class MaxAgentIterationsError(WorkflowRuntimeError):
     """A run used all the agent steps ``max_iterations`` allows without an answer."""
 
 
-def _fill(template: str, **values: str) -> str:
-    """Replace ``{name}`` placeholders (str.replace: other braces, e.g. JSON, stay as they are)."""
-    out = template
-    for key, value in values.items():
-        out = out.replace("{" + key + "}", value)
-    return out
+class AgentWorkflowStartEvent(StartEvent):
+    """The event that starts an AgentWorkflow run: ``run(user_msg=...)`` makes one, or pass
+    ``run(start_event=AgentWorkflowStartEvent(...))``. Extra fields are kept (``ev.get(...)``)."""
+
+    user_msg: str | ChatMessage | None = None
+    chat_history: list[ChatMessage] | None = None
+    memory: Any = None
+    max_iterations: int | None = None
 
 
-def _template(value: Any, what: str, needed: tuple[str, ...]) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str template, got {type(value).__name__}")
-    missing = [p for p in needed if "{" + p + "}" not in value]
+def _fill(template: PromptTemplate, **values: str) -> str:
+    """Fill ``{name}`` placeholders (other braces, e.g. JSON, stay as they are)."""
+    return template.format(**values)
+
+
+_PROMPT_WORDS = {"handoff_prompt": "Handoff prompt", "state_prompt": "State prompt"}
+
+
+def _template(value: Any, what: str, needed: tuple[str, ...]) -> PromptTemplate:
+    template = as_template(value, what)
+    missing = [p for p in needed if "{" + p + "}" not in template.template]
     if missing:
-        raise ValueError(f"{what} must contain {' and '.join('{' + p + '}' for p in needed)}; missing {missing}")
-    return value
+        raise ValueError(
+            f"{_PROMPT_WORDS.get(what, what)} must contain {' and '.join('{' + p + '}' for p in needed)}; "
+            f"{what} is missing {missing}"
+        )
+    return template
 
 
-class AgentWorkflow(Workflow):
+class AgentWorkflow(Workflow, PromptMixin):
     """A workflow of agents handing off to each other (see the module docstring).
 
     ``root_agent`` names the agent that starts (needed with more than one agent).
@@ -107,8 +120,8 @@ class AgentWorkflow(Workflow):
         agents: Sequence[BaseWorkflowAgent],
         initial_state: dict[str, Any] | None = None,
         root_agent: str | None = None,
-        handoff_prompt: str | None = None,
-        state_prompt: str | None = None,
+        handoff_prompt: str | PromptTemplate | None = None,
+        state_prompt: str | PromptTemplate | None = None,
         timeout: float | None = None,
         max_iterations: int = 20,
         **workflow_kwargs: Any,
@@ -118,7 +131,7 @@ class AgentWorkflow(Workflow):
             agents = [agents]
         agents = list(agents or [])
         if not agents:
-            raise ValueError("AgentWorkflow needs at least one agent")
+            raise ValueError("At least one agent must be provided (AgentWorkflow(agents=[...]))")
         for a in agents:
             if not isinstance(a, BaseWorkflowAgent):
                 raise TypeError(
@@ -133,9 +146,15 @@ class AgentWorkflow(Workflow):
         if len(agents) == 1 and root_agent is None:
             root_agent = agents[0].name
         elif root_agent is None:
-            raise ValueError(f"with more than one agent, say which starts: root_agent=... (one of {names})")
+            raise ValueError(
+                f"Exactly one root agent must be provided: with more than one agent, say which "
+                f"starts with root_agent=... (one of {names})"
+            )
         if root_agent not in self.agents:
-            raise ValueError(f"root_agent {root_agent!r} is not one of the agents {names}")
+            raise ValueError(
+                f"Root agent {root_agent} not found in provided agents: root_agent {root_agent!r} "
+                f"is not one of the agents {names}"
+            )
         for a in agents:
             unknown = [n for n in a.can_handoff_to or [] if n not in self.agents]
             if unknown:
@@ -151,12 +170,37 @@ class AgentWorkflow(Workflow):
             raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
         self.root_agent: str = root_agent
         self.initial_state: dict[str, Any] = dict(initial_state or {})
-        self.handoff_prompt: str = _template(handoff_prompt or DEFAULT_HANDOFF_PROMPT, "handoff_prompt", ("agent_info",))
-        self.state_prompt: str = _template(state_prompt or DEFAULT_STATE_PROMPT, "state_prompt", ("state", "msg"))
+        self.handoff_prompt: PromptTemplate = _template(
+            handoff_prompt or DEFAULT_HANDOFF_PROMPT, "handoff_prompt", ("agent_info",)
+        )
+        self.state_prompt: PromptTemplate = _template(
+            state_prompt or DEFAULT_STATE_PROMPT, "state_prompt", ("state", "msg")
+        )
         self.max_iterations = max_iterations
-        self._handoff_tools: dict[str, FunctionTool | None] = {
-            name: self._make_handoff_tool(agent) for name, agent in self.agents.items()
-        }
+        self._handoff_tools: dict[str, FunctionTool | None] = {}
+        self._build_handoff_tools()
+
+    # ----- prompts (the reference's keys: handoff_prompt, state_prompt, "<agent>:<key>") ----
+    def _get_prompts(self) -> PromptDictType:
+        return {"handoff_prompt": self.handoff_prompt, "state_prompt": self.state_prompt}
+
+    def _get_prompt_modules(self) -> dict[str, PromptMixin]:
+        return dict(self.agents)
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        handoff = prompts_dict.get("handoff_prompt")
+        state = prompts_dict.get("state_prompt")
+        # checked before anything changes
+        new_handoff = None if handoff is None else _template(handoff, "handoff_prompt", ("agent_info",))
+        new_state = None if state is None else _template(state, "state_prompt", ("state", "msg"))
+        if new_handoff is not None:
+            self.handoff_prompt = new_handoff
+            self._build_handoff_tools()  # the handoff tool's description is made from it
+        if new_state is not None:
+            self.state_prompt = new_state
+
+    def _build_handoff_tools(self) -> None:
+        self._handoff_tools = {name: self._make_handoff_tool(agent) for name, agent in self.agents.items()}
 
     # ----- handoff ------------------------------------------------------------------------
     def handoff_targets(self, agent_name: str) -> list[str]:
@@ -182,7 +226,7 @@ class AgentWorkflow(Workflow):
                     f"{', '.join(allowed) or '(nobody)'}"
                 )
             await ctx.set("next_agent", to_agent)
-            return _fill(DEFAULT_HANDOFF_OUTPUT_PROMPT, to_agent=to_agent, reason=reason)
+            return _fill(PromptTemplate(DEFAULT_HANDOFF_OUTPUT_PROMPT), to_agent=to_agent, reason=reason)
 
         return workflow_tool(
             handoff,
@@ -218,13 +262,13 @@ class AgentWorkflow(Workflow):
             await ctx.set("current_agent_name", self.root_agent)
 
     @step
-    async def init_run(self, ctx: Context, ev: StartEvent) -> AgentInput:
+    async def init_run(self, ctx: Context, ev: AgentWorkflowStartEvent) -> AgentInput:
         """Set up the context; the user's message goes into memory."""
         await self._init_context(ctx, ev)
         user_msg = ev.get("user_msg")
         chat_history = ev.get("chat_history")
         if user_msg is not None and chat_history:
-            raise ValueError("give either user_msg or chat_history, not both")
+            raise ValueError("Cannot provide both user_msg and chat_history: give one of them")
         if user_msg is None and not chat_history:
             raise ValueError("AgentWorkflow.run needs user_msg='...' (or chat_history=[...])")
         memory: ChatMemoryBuffer = await ctx.get("memory")
@@ -265,8 +309,9 @@ class AgentWorkflow(Workflow):
         limit = int(await ctx.get("max_iterations", default=self.max_iterations))
         if done >= limit:
             raise MaxAgentIterationsError(
-                f"the agents took {done} steps without an answer (max_iterations={limit}); run "
-                "again with a larger max_iterations=... or check the agents' prompts and tools"
+                f"Max iterations of {limit} reached! Either something went wrong, or you can increase "
+                f"the max iterations with `.run(.., max_iterations=...)` (the agents took {done} steps "
+                f"without an answer, max_iterations={limit}; check the agents' prompts and tools)"
             )
         await ctx.set("num_iterations", done + 1)
         memory: ChatMemoryBuffer = await ctx.get("memory")
@@ -301,12 +346,22 @@ class AgentWorkflow(Workflow):
         agent_name: str = await ctx.get("current_agent_name")
         tools = await self.get_tools(agent_name, await ctx.get("tool_query", default=""))
         by_name = tools_by_name(tools)
-        output = await acall_tool(  # a thread for sync tools: parallel calls overlap
-            by_name,
-            ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs),
-            in_thread=True,
-        )
         tool = by_name.get(ev.tool_name)
+        if tool is None:  # the reference's words, then what there is
+            output = ToolOutput(
+                content=f"Tool {ev.tool_name} not found. Please select a tool that is available. "
+                f"Available tools: {', '.join(sorted(by_name)) or '(none)'}",
+                tool_name=ev.tool_name,
+                raw_input=ev.tool_kwargs,
+                is_error=True,
+                tool_call_id=ev.tool_id,
+            )
+        else:
+            output = await acall_tool(  # a thread for sync tools: parallel calls overlap
+                by_name,
+                ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs),
+                in_thread=True,
+            )
         result = ToolCallResult(
             tool_name=ev.tool_name,
             tool_kwargs=ev.tool_kwargs,
@@ -371,6 +426,8 @@ class AgentWorkflow(Workflow):
         ``current_agent_name`` the agent). Reusing ``ctx`` continues the conversation.
         ``stepwise`` and ``checkpoint_callback`` are as for ``Workflow.run``.
         """
+        if kwargs.get("start_event") is not None:  # the event carries the input
+            return super().run(ctx=ctx, stepwise=stepwise, checkpoint_callback=checkpoint_callback, **kwargs)
         return super().run(
             ctx=ctx,
             stepwise=stepwise,

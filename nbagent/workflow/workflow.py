@@ -81,6 +81,7 @@ class Workflow:
         ctx: Context | None = None,
         stepwise: bool = False,
         checkpoint_callback: Any = None,
+        start_event: StartEvent | None = None,
         **kwargs: Any,
     ) -> WorkflowHandler:
         """Start a run (or resume the unfinished one saved in ``ctx``) and return its handler.
@@ -93,7 +94,8 @@ class Workflow:
         ``stepwise=True``: nothing runs until ``handler.run_step()`` (one step per call; see
         ``nbagent.workflow.stepwise``; ``timeout`` does not apply). ``checkpoint_callback``: called
         after every step with a ``Checkpoint`` that resumes the run (see
-        ``nbagent.workflow.checkpoint``).
+        ``nbagent.workflow.checkpoint``). ``start_event``: the StartEvent itself (instead of
+        keyword arguments).
         """
         try:
             loop = asyncio.get_running_loop()
@@ -109,6 +111,15 @@ class Workflow:
             checkpoint_style(checkpoint_callback)  # a bad callback fails here, not after a step
         ctx = self._bind(ctx)
         start = {k: v for k, v in kwargs.items() if v is not None}
+        if start_event is not None:
+            if not isinstance(start_event, self._start_event_cls):
+                raise TypeError(
+                    f"start_event must be a {self._start_event_cls.__name__}, got {type(start_event).__name__}"
+                )
+            if start:
+                raise ValueError(
+                    f"give the run's input either as start_event=... or as keywords, not both (got {sorted(start)})"
+                )
         resumed = ctx.has_pending_work
         if resumed:
             if start:
@@ -117,6 +128,8 @@ class Workflow:
                     f"new input (got {sorted(start)}), or start afresh with a new Context"
                 )
             ctx._requeue_interrupted()
+        elif start_event is not None:
+            ctx._dispatch(start_event)
         else:
             ctx._dispatch(self._start_event_cls(**start))
         runner = Runner(
