@@ -605,10 +605,11 @@ def _response_of(state: TaskState) -> AgentChatResponse | None:
 def task_record(runner: AgentRunner, state: TaskState) -> dict[str, Any]:
     """One task as the codec's run document (a runner holding just that task): plain
     JSON-able data that a store keeps and a Ray worker sends back."""
+    from nbagent.runner.agent_state import AgentState
     from nbagent.store.codec import runner_to_dict
 
     view = copy.copy(runner)  # same worker, settings and prices; just this task, no history
-    view.__dict__["_tasks"] = {state.task_id: state}
+    view.__dict__["state"] = AgentState({state.task_id: state})  # runner.tasks reads state
     view.__dict__["memory"] = ChatMemoryBuffer()
     return runner_to_dict(view)
 
