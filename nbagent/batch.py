@@ -605,12 +605,20 @@ def _response_of(state: TaskState) -> AgentChatResponse | None:
 def task_record(runner: AgentRunner, state: TaskState) -> dict[str, Any]:
     """One task as the codec's run document (a runner holding just that task): plain
     JSON-able data that a store keeps and a Ray worker sends back."""
-    from nbagent.runner.agent_state import AgentState
     from nbagent.store.codec import runner_to_dict
 
     view = copy.copy(runner)  # same worker, settings and prices; just this task, no history
-    view.__dict__["state"] = AgentState({state.task_id: state})  # runner.tasks reads state
+    one = {state.task_id: state}
+    holder = view.__dict__.get("state")
+    if holder is not None and isinstance(getattr(holder, "task_dict", None), dict):
+        holder = copy.copy(holder)  # the runner's AgentState: the dict behind runner.tasks
+        holder.task_dict = one
+        view.__dict__["state"] = holder
+    else:
+        view.__dict__["_tasks"] = one
     view.__dict__["memory"] = ChatMemoryBuffer()
+    if len(view._tasks) != 1:
+        raise RuntimeError("task_record could not isolate the task from its runner")
     return runner_to_dict(view)
 
 
