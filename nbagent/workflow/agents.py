@@ -216,6 +216,10 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         """The steps of the workflow this agent runs in, as a displayable graph."""
         return self._as_workflow().draw(**options)
 
+    def panel(self, **kwargs: Any) -> Any:
+        """A notebook panel that runs this agent step by step (see ``Workflow.panel``)."""
+        return self._as_workflow().panel(**kwargs)
+
     # ----- display ------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         return {

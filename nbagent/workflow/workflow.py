@@ -188,6 +188,12 @@ class Workflow:
             fallback=lambda: steps_fallback_html(self),
         )
 
+    def panel(self, **kwargs: Any) -> Any:
+        """A notebook panel that runs this workflow step by step (Start, Step, Run to end, Stop)."""
+        from nbagent.viz.workflow_panel import WorkflowPanel
+
+        return WorkflowPanel(self, **kwargs)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(steps={list(self._steps)}, timeout={self.timeout})"
 

@@ -18,8 +18,8 @@ Some requests need more than one agent. In an `AgentWorkflow` each agent has its
 model and tools, and a `handoff` tool to pass the conversation on. One agent works at a time.
 
 In this notebook a **researcher** looks facts up and hands off to a **writer**. You will watch
-the run as a graph, answer a question a tool asks in the middle of a run, and save a waiting
-run as JSON and resume it. It runs offline with a scripted model; one marked cell switches to a
+the run as a graph, answer a question a tool asks in the middle of a run, save a waiting run
+as JSON and resume it, and run a workflow one step at a time, from a cell and from a panel. It runs offline with a scripted model; one marked cell switches to a
 real model.
 """),
     md("""
@@ -209,6 +209,77 @@ for message in memory.get_all():
     print(f"{message.role.value:>9}: {text}")
 """),
     md("""
+## One step at a time
+
+A workflow run can also go one step at a time, so you can read what each step did before the
+next one runs. `run(..., stepwise=True)` returns the handler and runs nothing yet; each
+`await handler.run_step()` runs the next step and returns the events it produced. An agent on
+its own is a workflow too: `agent.run(...)` runs it as a one-agent `AgentWorkflow`.
+
+`checkpoint_callback=` is called after every step with a `Checkpoint`: the run's state at that
+moment, as plain JSON, enough to resume from there.
+"""),
+    code("""
+helper = FunctionAgent(
+    name="helper",
+    description="Looks facts up.",
+    tools=[search_notes],
+    llm=ScriptedLLM([tool_call("search_notes", topic="Oslo"), "Oslo today: light rain, 12 °C."]),
+)
+checkpoints = []
+handler = helper.run(user_msg="Weather in Oslo?", stepwise=True, checkpoint_callback=checkpoints.append)
+produced = await handler.run_step()
+print([type(event).__name__ for event in produced], handler.status)
+"""),
+    md("""
+The loop LlamaIndex's docs write runs as it is. It sends each event back with `send_event`;
+nbagent has already delivered them, so sending one back does nothing (and a loop that forgets
+to send loses nothing). `run_step()` returns `None` once the run is over.
+"""),
+    code("""
+while produced_events := await handler.run_step():
+    print(f"after step {len(checkpoints)}:", ", ".join(type(event).__name__ for event in produced_events))
+    for ev in produced_events:
+        handler.ctx.send_event(ev)
+
+result = await handler
+print(result)
+"""),
+    md("""
+Each checkpoint names the step it was taken after. Resume from the one taken right after the
+tool ran, with a model that answers differently this time:
+"""),
+    code("""
+print([checkpoint.last_completed_step for checkpoint in checkpoints])
+after_tool = next(c for c in checkpoints if c.last_completed_step == "call_tool")
+saved = json.dumps(after_tool.to_dict())  # plain JSON: keep it anywhere
+
+helper.llm = ScriptedLLM(["Oslo: 12 °C and light rain (answered after resuming)."])
+print(await helper.run_from(json.loads(saved)))
+"""),
+    md("""
+## The workflow panel
+
+`panel()` drives step-wise runs with buttons: type a message and click **Start**, then **Step**
+(one step), **Run to end**, or **Stop**. A question a tool asks shows in the panel with a box to
+answer it, and the graph is redrawn after every step. Each button has a Python twin:
+`panel.start("...")`, `await panel.step()`, `await panel.run()`, `panel.stop()`,
+`panel.answer("yes")`.
+"""),
+    code("""
+helper.llm = ScriptedLLM([tool_call("search_notes", topic="Paris"), "Paris today: sunny, 24 °C."])
+panel = helper.panel()
+panel
+"""),
+    code("""
+panel.start("Weather in Paris?")
+for _ in range(3):
+    events = await panel.step()
+    print(", ".join(type(event).__name__ for event in events))
+print(await panel.run())
+print(panel.status_text())
+"""),
+    md("""
 ## What next
 
 - `FunctionAgent` needs a model with a tools API; `ReActAgent` works with any chat model, and
@@ -216,6 +287,8 @@ for message in memory.get_all():
 - `nbagent.workflow.Workflow` and `@step` let you write your own event-driven workflows.
 - `handler.subscribe(fn)` hands every event to your own code; `RunTrace` is the account of a
   run the live view draws.
+- `agent.get_prompts()` and `agent.update_prompts({...})` show and change the prompts the
+  agents use (`react_header`; on the workflow `handoff_prompt` and `state_prompt`).
 """),
 ]
 
