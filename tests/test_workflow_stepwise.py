@@ -362,3 +362,30 @@ def test_live_view_redraws_after_each_step() -> None:
         assert view.trace.status == "done" and view.trace.answer == "2"
 
     run(go())
+
+
+def test_workflow_checkpointer_as_the_reference_uses_it() -> None:
+    from nbagent.workflow import WorkflowCheckpointer
+
+    async def go() -> None:
+        w = Counter()
+        w_ckptr = WorkflowCheckpointer(workflow=w)
+        handler = w_ckptr.run()
+        await handler
+        kept = w_ckptr.checkpoints[handler.run_id]
+        assert [c.last_completed_step for c in kept] == ["begin", "count", "count", "count"]
+        ckpt = kept[0]
+        handler = w_ckptr.run_from(checkpoint=ckpt)
+        assert await handler == 3
+        assert len(w_ckptr.checkpoints) == 2  # the resumed run is a run of its own
+        assert [c.last_completed_step for c in w_ckptr.checkpoints[handler.run_id]] == ["count"] * 3
+        assert len(w_ckptr.filter_checkpoints(last_completed_step="begin")) == 1
+        assert len(w_ckptr.filter_checkpoints(output_event_type=StopEvent)) == 2
+        w_ckptr.disable_checkpoint("count")
+        h3 = w_ckptr.run()
+        await h3
+        assert [c.last_completed_step for c in w_ckptr.checkpoints[h3.run_id]] == ["begin"]
+        with pytest.raises(ValueError, match="no step 'nope'"):
+            w_ckptr.enable_checkpoint("nope")
+
+    run(go())

@@ -12,7 +12,7 @@ from nbagent.workflow.agent_events import (
     ToolCallResult,
 )
 from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
-from nbagent.workflow.checkpoint import Checkpoint
+from nbagent.workflow.checkpoint import Checkpoint, WorkflowCheckpointer
 from nbagent.workflow.context import Context, current_context
 from nbagent.workflow.decorators import StepSpec, step
 from nbagent.workflow.errors import (
@@ -48,6 +48,7 @@ __all__ = [
     "AgentWorkflow",
     "AgentWorkflowStartEvent",
     "Checkpoint",
+    "WorkflowCheckpointer",
     "BaseWorkflowAgent",
     "FunctionAgent",
     "ReActAgent",

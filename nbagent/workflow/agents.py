@@ -285,6 +285,11 @@ class FunctionAgent(BaseWorkflowAgent):
     async def take_step(
         self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[FunctionTool], memory: ChatMemoryBuffer
     ) -> AgentOutput:
+        if not getattr(self.llm, "is_function_calling_model", False):  # the model was swapped since
+            raise ValueError(
+                f"LLM must be a FunctionCallingLLM: FunctionAgent {self.name!r} has {self.llm!r}, "
+                "which has is_function_calling_model=False; use ReActAgent"
+            )
         scratchpad: list[ChatMessage] = list(await ctx.get(self.scratchpad_key, default=[]))
         messages = [*llm_input, *scratchpad]
         ctx.write_event_to_stream(AgentInput(input=messages, current_agent_name=self.name))
