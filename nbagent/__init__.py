@@ -34,6 +34,11 @@ _EXPORTS: dict[str, str] = {
     "ToolMetadata": "nbagent.tools",
     "PromptTemplate": "nbagent.prompts",
     "AppendLog": "nbagent.runner.snapshot",
+    # tools from MCP servers
+    "BasicMCPClient": "nbagent.mcp",
+    "McpToolSpec": "nbagent.mcp",
+    "McpTool": "nbagent.mcp",
+    "MCPServerError": "nbagent.mcp",
     # save / load, time travel, cost, report
     "PersistError": "nbagent.persist",
     "allow_type": "nbagent.persist",
@@ -119,6 +124,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
         block_network,
     )
     from nbagent.llms.scripted import tool_call
+    from nbagent.mcp import BasicMCPClient, MCPServerError, McpTool, McpToolSpec
     from nbagent.memory import ChatMemoryBuffer
     from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
     from nbagent.runner.base import AgentRunner, TaskStateError, UnknownTaskError

@@ -640,9 +640,12 @@ class AgentRunner:
         return _sync.run_sync(self.aquery(query))
 
     def reset(self) -> None:
-        """Forget the conversation and every task."""
+        """Forget the conversation and every task; MCP tools' sessions close (they reopen lazily)."""
+        from nbagent.mcp import close_tool_sessions
+
         self.memory.reset()
         self._tasks.clear()
+        close_tool_sessions(getattr(self.agent_worker, "tools", None))
         self._emit(RunnerReset(""))
 
     def run_batch(self, inputs: Any, **options: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
+from nbagent.mcp import tool_server
 from nbagent.runner.state import StepStatus
 from nbagent.viz.escape import args_preview, clean, preview, short_id, typed_preview, wrap_lines
 
@@ -224,7 +225,9 @@ def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
     tool_outputs = list(out.tool_outputs or [])
     for t in tool_outputs[:_MAX_TOOL_LINES]:
         call = f"{clean(t.tool_name)}({args_preview(t.raw_input)})"
-        lines.append((f"call: {preview(call, limit)}", "text"))
+        server = tool_server(t)  # an MCP tool: say which server answered
+        label = f"call ({preview(clean(server), 40)}): " if server else "call: "
+        lines.append((f"{label}{preview(call, limit)}", "text"))
         if t.is_error:
             lines.append((f"obs (error): {preview(t.content, limit)}", "error"))
         else:

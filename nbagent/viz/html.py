@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from nbagent.costs import cost_label, runner_cost_label, task_cost_label
+from nbagent.mcp import tool_server
 from nbagent.runner.state import StepStatus
 from nbagent.viz.dot import STATUS_COLORS, node_names, output_text, status_summary, step_numbers, task_to_dot
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short_id
@@ -242,8 +243,13 @@ def _call_text(t: ToolOutput) -> str:
     return f"{safe_str(t.tool_name)}({args_preview(t.raw_input)})"
 
 
+def _server_badge(t: ToolOutput) -> str:
+    server = tool_server(t)
+    return " " + _badge(f"MCP · {preview(server, 60)}", "nb-b-info") if server else ""
+
+
 def _tool_call_block(t: ToolOutput, *, open_: bool = False) -> str:
-    flag = " " + _badge("error", "nb-b-error") if t.is_error else ""
+    flag = _server_badge(t) + (" " + _badge("error", "nb-b-error") if t.is_error else "")
     summary = f"<code>{html_text(preview(_call_text(t), 200))}</code>{flag}"
     body = _pre(t.content)
     if t.is_error:
@@ -326,7 +332,10 @@ def tool_output_html(out: ToolOutput) -> str:
 
     def build() -> str:
         status = _badge("error", "nb-b-error") if out.is_error else _badge("ok", "nb-s-done")
-        head = f'<div class="nb-head">Tool output · <code>{html_text(out.tool_name, 100)}</code> {status}</div>'
+        head = (
+            f'<div class="nb-head">Tool output · <code>{html_text(out.tool_name, 100)}</code>'
+            f"{_server_badge(out)} {status}</div>"
+        )
         rows = [("arguments", f"<code>{html_text(args_preview(out.raw_input), 2000)}</code>")]
         if out.tool_call_id:
             rows.append(("call id", f"<code>{html_text(out.tool_call_id, 100)}</code>"))
@@ -349,9 +358,13 @@ def tool_html(tool: FunctionTool) -> str:
             schema = json.dumps(meta.parameters(), indent=2, ensure_ascii=False, default=safe_str)
         except Exception as err:  # noqa: BLE001
             schema = f"(schema unavailable: {type(err).__name__}: {safe_str(err)})"
+        rows = [("return_direct", html_text(meta.return_direct))]
+        server = getattr(meta, "server", None)  # an MCP tool's server
+        if server:
+            rows.insert(0, ("MCP server", f"<code>{html_text(server, 200)}</code>"))
         body = (
             _line(html_text(meta.description, 4000))
-            + _kv([("return_direct", html_text(meta.return_direct))])
+            + _kv(rows)
             + _details("arguments (JSON schema)", _pre(schema), open_=True)
         )
         return _card("tool", head + body)
@@ -464,7 +477,9 @@ def _timeline_item(state: TaskState, index: int, sid: str, undone_next: dict[str
         if out.reasoning:
             lines.append(_line(f'<span class="nb-muted">thought:</span> {html_text(preview(out.reasoning, limit))}'))
         for t in out.tool_outputs or []:
-            lines.append(_line(f'<span class="nb-muted">call:</span> <code>{html_text(preview(_call_text(t), limit))}</code>'))
+            server = tool_server(t)
+            label = f"call ({html_text(preview(server, 40))}):" if server else "call:"
+            lines.append(_line(f'<span class="nb-muted">{label}</span> <code>{html_text(preview(_call_text(t), limit))}</code>'))
             cls = "nb-error" if t.is_error else ""
             label = "obs (error):" if t.is_error else "obs:"
             lines.append(_line(f'<span class="nb-muted">{label}</span> {html_text(preview(t.content, limit))}', cls))

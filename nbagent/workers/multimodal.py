@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nbagent._compat import warn_callback_manager
 from nbagent.llms.base import LLM
-from nbagent.messages import ChatMessage, MessageRole
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput
 from nbagent.runner.snapshot import AppendLog
-from nbagent.schema import Task, TaskStep
+from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool
 from nbagent.workers.react.formatter import ReActChatFormatter
 from nbagent.workers.react.output_parser import ReActOutputParser
@@ -35,6 +35,7 @@ __all__ = [
     "ImageDocument",
     "to_image_document",
     "image_parts",
+    "tool_output_images",
     "images_html",
     "IMAGE_CONTEXT",
 ]
@@ -186,6 +187,14 @@ def to_image_document(value: Any) -> ImageDocument:
         f"an image must be a path, bytes, an http(s)/data URL, a dict or an ImageDocument, "
         f"got {type(value).__name__}"
     )
+
+
+def tool_output_images(out: ToolOutput) -> list[ImageDocument]:
+    """The images a tool returned: its ``raw_output.image_documents()`` (MCP results have it)."""
+    get = getattr(out.raw_output, "image_documents", None)
+    if not callable(get):
+        return []
+    return [to_image_document(d) for d in get()]
 
 
 def image_parts(docs: Iterable[Any], detail: str | None = None) -> list[dict[str, Any]]:
@@ -347,6 +356,20 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             # the same message object is in `messages`, and stays in memory with its images
             question.content = [{"type": "text", "text": question.text}, *parts]
         return tools, messages
+
+    async def _finish_step(
+        self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool]
+    ) -> TaskStepOutput:
+        """As ReAct; images a tool returned (an MCP tool's, say) go with its observation."""
+        out = await super()._finish_step(text, step, task, tools)
+        images = [doc for t in out.tool_outputs or [] for doc in tool_output_images(t)]
+        if images and not out.is_last:
+            observation = task.extra_state["reasoning_messages"][-1]  # recorded by this step
+            observation.content = [
+                {"type": "text", "text": observation.text},
+                *image_parts(images, self.image_detail),
+            ]
+        return out
 
     def __repr__(self) -> str:
         names = [t.name for t in self.tools]

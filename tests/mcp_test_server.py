@@ -1,0 +1,88 @@
+"""An MCP server built with the SDK's MCPServer (FastMCP's name in mcp 2), for the MCP tests.
+
+Run: ``python tests/mcp_test_server.py stdio`` or ``python tests/mcp_test_server.py http PORT``
+(streamable HTTP on 127.0.0.1:PORT/mcp). Its tools cover what the time and git servers do not:
+images, structured output, a tool that raises, a slow tool and one that hangs the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import sys
+import time
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+
+# a 1x1 red PNG
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+
+server = MCPServer("nbagent-test")
+
+
+class Sum(BaseModel):
+    total: int
+    terms: list[int]
+
+
+@server.tool()
+def add(
+    a: Annotated[int, Field(description="the first term")], b: Annotated[int, Field(description="the second term")]
+) -> Sum:
+    """Add two integers."""
+    return Sum(total=a + b, terms=[a, b])
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Wait, then say how long (the server stays responsive meanwhile)."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds} s"
+
+
+@server.tool()
+def hang(seconds: float) -> str:
+    """Block the whole server (a hung server: not even a ping is answered)."""
+    time.sleep(seconds)
+    return "woke up"
+
+
+@server.tool()
+def red_pixel() -> Image:
+    """A tiny red image."""
+    return Image(data=PNG, format="png")
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always raises: the client must show the error to the model."""
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    import os
+
+    return os.getpid()
+
+
+@server.resource("note://readme", name="readme", description="a short note")
+def readme() -> str:
+    return "MCP resources are read like this."
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        server.settings.log_level = "WARNING"
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
