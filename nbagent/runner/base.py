@@ -96,6 +96,7 @@ class AgentRunner:
         keep_history: bool = True,
         autosave: str | os.PathLike[str] | None = None,
         approve_tools: Any = None,
+        store: Any = None,
     ) -> None:
         if not isinstance(agent_worker, BaseAgentWorker):
             raise TypeError(
@@ -120,8 +121,10 @@ class AgentRunner:
         self.events = EventDispatcher()
         state._adopt(self)
         self.approve_tools = approve_tools
-        if autosave is not None:  # save after every change (see nbagent.persist)
-            self.autosave = autosave
+        if autosave is not None and store is not None:
+            raise ValueError("pass autosave= (a run file or store path) or store= (a RunStore), not both")
+        if autosave is not None or store is not None:  # save after every change (nbagent.store)
+            self.autosave = autosave if store is None else store
 
     # ----- events ------------------------------------------------------------------------
     def subscribe(

@@ -5,12 +5,16 @@ One module per concept:
 - ``values``: values <-> tagged JSON (the encoder/decoder, ``allow_type``, ``PersistError``);
 - ``codec``: a runner and its tasks <-> JSON-able records (the fields of a run, in one place);
 - ``jsonfile``: the shareable ``run.json`` file (``save_runner`` / ``load_runner``);
-- ``autosave``: saving after every step and state change.
+- ``sqlite``: the run store (``RunStore``): runs saved one step at a time in SQLite;
+- ``autosave``: saving after every step and state change (into a store, or a run file).
 
 ``nbagent.persist`` re-exports the names it always had.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from nbagent.store.autosave import AutosaveWarning, autosave_path, set_autosave
 from nbagent.store.codec import (
@@ -21,7 +25,8 @@ from nbagent.store.codec import (
     runner_from_dict,
     runner_to_dict,
 )
-from nbagent.store.jsonfile import atomic_write_text, load_runner, parse_run_text, read_run_file, save_runner
+from nbagent.store.jsonfile import atomic_write_text, parse_run_text, read_run_file
+from nbagent.store.sqlite import RunInfo, RunStore, TaskInfo, is_store_path
 from nbagent.store.values import PersistError, allow_type
 
 __all__ = [
@@ -41,4 +46,37 @@ __all__ = [
     "set_autosave",
     "autosave_path",
     "AutosaveWarning",
+    "RunStore",
+    "TaskInfo",
+    "RunInfo",
+    "is_store_path",
 ]
+
+
+def load_runner(path: Any, agent_worker: Any = None, **kwargs: Any) -> Any:
+    """Rebuild a runner from a run file or a run store (``run=`` picks a stored run)."""
+    from nbagent.store import jsonfile
+
+    if is_store_path(path):
+        if not isinstance(path, RunStore) and not Path(path).exists():
+            raise PersistError(f"{path}: no such run store")
+        if isinstance(path, RunStore):
+            return path.load(agent_worker, **kwargs)
+        with RunStore(path) as store:
+            return store.load(agent_worker, **kwargs)
+    kwargs.pop("run", None)
+    return jsonfile.load_runner(path, agent_worker, **kwargs)
+
+
+def save_runner(runner: Any, path: Any) -> Path:
+    """Write ``runner`` in full to a run file (``.json``) or into a run store (``.db``)."""
+    from nbagent.store import jsonfile
+
+    if is_store_path(path):
+        if isinstance(path, RunStore):
+            path.save(runner)
+            return path.path
+        with RunStore(path) as store:
+            store.save(runner)
+            return store.path
+    return jsonfile.save_runner(runner, path)

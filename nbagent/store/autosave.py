@@ -1,9 +1,25 @@
-"""Autosave: write a runner's state after every step and state change."""
+"""Autosave: keep a runner saved after every step and state change.
+
+Two homes, picked by the path:
+
+- a run store (``runs.db``, ``.sqlite``, an existing SQLite file, or a ``RunStore``): each
+  step writes only what it changed, in one transaction (``nbagent.store.sqlite``), so an
+  autosaved step costs the same at step 10 and at step 10,000, and a killed process loses
+  nothing that was committed;
+- a run file (``run.json``): the whole file is rewritten, which costs O(steps). It is saved
+  after every change while a save is cheap (under ``JSON_CHEAP_S``); once it is not, saves
+  are spaced so that saving takes at most 1/``JSON_SPACING`` of the time, and the last
+  change is written when autosave stops, when the process exits, or by ``flush_autosave``.
+  Use a store for long runs: that file can be behind by a few seconds' worth of steps.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import time
 import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,25 +27,12 @@ from nbagent.store.jsonfile import save_runner
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
+    from nbagent.store.sqlite import RunStore
 
-__all__ = ["AutosaveWarning", "autosave_path", "set_autosave"]
+__all__ = ["AutosaveWarning", "autosave_path", "set_autosave", "flush_autosave", "JSON_CHEAP_S", "JSON_SPACING"]
 
-
-# Every event that changes what a run file holds (not StepStarted or TokenStreamed).
-def _autosave_events() -> tuple[type, ...]:
-    from nbagent import events as ev
-
-    return (
-        ev.TaskCreated,
-        ev.StepCompleted,
-        ev.StepFailed,
-        ev.StepUndone,
-        ev.StepEdited,
-        ev.TaskFinalized,
-        ev.TaskAbandoned,
-        ev.TaskDeleted,
-        ev.RunnerReset,
-    )
+JSON_CHEAP_S = 0.005  # a run file that saves faster than this is saved after every change
+JSON_SPACING = 20  # else: at least this many times the last save's duration between saves
 
 
 class AutosaveWarning(RuntimeWarning):
@@ -41,25 +44,100 @@ def autosave_path(runner: AgentRunner) -> Path | None:
     return None if found is None else found[0]  # type: ignore[no-any-return]
 
 
-def set_autosave(runner: AgentRunner, path: str | os.PathLike[str] | None) -> None:
+def _quiet(event: Any) -> bool:
+    """Events that change nothing a save holds."""
+    from nbagent import events as ev
+
+    return type(event) in (ev.StepStarted, ev.TokenStreamed) or not isinstance(event, ev.Event)
+
+
+class _JsonAutosave:
+    """Rewrites a run file after changes, spaced out once a save gets slow (see the module)."""
+
+    def __init__(self, runner: AgentRunner, target: Path) -> None:
+        self.runner = weakref.ref(runner)
+        self.target = target
+        self.cost = 0.0
+        self.last_end = 0.0
+        self.pending = False
+
+    def save(self) -> None:
+        runner = self.runner()
+        if runner is None:
+            return
+        start = time.perf_counter()
+        self.pending = False
+        save_runner(runner, self.target)
+        self.last_end = time.perf_counter()
+        self.cost = self.last_end - start
+
+    def on_event(self, event: Any) -> None:
+        if _quiet(event):
+            return
+        if self.cost > JSON_CHEAP_S and time.perf_counter() - self.last_end < JSON_SPACING * self.cost:
+            self.pending = True
+            return
+        self._try_save()
+
+    def _try_save(self) -> None:
+        try:
+            self.save()
+        except Exception as err:  # noqa: BLE001 - a step must not fail because a save did
+            warnings.warn(f"autosave to {self.target} failed: {err}", AutosaveWarning, stacklevel=4)
+
+    def flush(self) -> None:
+        if self.pending:
+            self._try_save()
+
+
+_PENDING: weakref.WeakSet[_JsonAutosave] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    for saver in list(_PENDING):
+        saver.flush()
+
+
+def flush_autosave(runner: AgentRunner) -> None:
+    """Write a run file autosave has put off (a store is always current)."""
+    found = runner.__dict__.get("_autosave")
+    if found is not None and isinstance(found[2], _JsonAutosave):
+        found[2].flush()
+
+
+def set_autosave(runner: AgentRunner, path: str | os.PathLike[str] | RunStore | None) -> None:
     """Save ``runner`` to ``path`` now and after every step and state change (None: stop).
 
-    A crashed kernel loses at most the step that was running. A failed save warns
-    (``AutosaveWarning``) and leaves the previous file whole.
+    ``path`` is a run store (``.db``/``.sqlite``/an existing SQLite file/a ``RunStore``) or a
+    run file (see the module docstring). A failed save warns (``AutosaveWarning``) and leaves
+    the last good save whole; the run goes on.
     """
+    from nbagent.store.sqlite import RunStore, autosave_warning, is_store_path, start_autosave
+
     found = runner.__dict__.pop("_autosave", None)
     if found is not None:
         found[1]()  # unsubscribe
+        if isinstance(found[2], _JsonAutosave):
+            found[2].flush()
     if path is None:
         return
-    target = Path(path).absolute()  # a later os.chdir must not move the file
-    save_runner(runner, target)  # fails here, loudly, if the state cannot be saved at all
+    if is_store_path(path):
+        store = path if isinstance(path, RunStore) else RunStore(path)  # type: ignore[arg-type]
+        writer = start_autosave(runner, store)  # fails here, loudly, if the state cannot be saved
 
-    def on_event(_event: Any) -> None:
-        try:
-            save_runner(runner, target)
-        except Exception as err:  # noqa: BLE001 - a step must not fail because a save did
-            warnings.warn(f"autosave to {target} failed: {err}", AutosaveWarning, stacklevel=2)
+        def on_store_event(event: Any) -> None:
+            try:
+                writer.on_event(event)
+            except Exception as err:  # noqa: BLE001 - a step must not fail because a save did
+                autosave_warning(writer, err)
 
-    unsubscribe = runner.subscribe(on_event, _autosave_events())
-    runner.__dict__["_autosave"] = (target, unsubscribe)
+        unsubscribe = runner.subscribe(on_store_event)
+        runner.__dict__["_autosave"] = (store.path, unsubscribe, writer)
+        return
+    target = Path(path).absolute()  # type: ignore[arg-type]  # a later os.chdir must not move the file
+    saver = _JsonAutosave(runner, target)
+    saver.save()  # fails here, loudly, if the state cannot be saved at all
+    _PENDING.add(saver)
+    unsubscribe = runner.subscribe(saver.on_event)
+    runner.__dict__["_autosave"] = (target, unsubscribe, saver)

@@ -1,0 +1,1189 @@
+"""A run store on SQLite: runs saved one step at a time, readable while they go on.
+
+Why: a run file is rewritten whole after every change, so autosaving a task of N steps costs
+O(N) per step. The store keeps every piece of a run in its own row (a step, an output, an undo
+snapshot, a failure, an item of a memory or ``AppendLog``, a state dict) and autosave writes, in
+one transaction per step, only the rows that step changed. SQLite's write-ahead log (WAL) lets
+other connections (another kernel, ``nbagent report``) read a consistent run while it goes on,
+and a process killed at any moment (``kill -9``) leaves every committed step loadable.
+Standard library only (``sqlite3``).
+
+Public API (the batch runner builds on it; everything else here is private)::
+
+    store = RunStore("runs.db")              # open or create; several runners, tasks and
+                                             # processes may share one store
+    run_id = store.attach(runner)            # autosave into the store (what
+                                             # AgentRunner(worker, autosave="runs.db") does)
+    store.save(runner)                       # write a runner in full now; returns its run id
+    store.save_task(runner, task, key="row-7", tag="batch-1")   # one task in full, labelled
+    store.label(runner, task, key=..., tag=...)                 # label a task autosave keeps
+    store.tasks(tag="batch-1", status="finalized")  # -> [TaskInfo], oldest first
+    store.task(key="row-7", tag="batch-1")          # -> TaskInfo | None (the newest)
+    store.runs()                                    # -> [RunInfo], oldest first
+    store.load(agent_worker=None, run=None)         # -> AgentRunner (the newest run by default)
+    store.load(agent_worker, run=run_id, tasks=[task_id])   # only some of its tasks
+    store.close()
+
+``TaskInfo`` holds ``run_id, task_id, key, tag, status`` (a ``TaskStatus`` value: "finalized",
+"completed", "active", ...), ``input``, ``response`` (the final answer's text once finalized,
+else None), ``steps`` (completed steps) and ``updated`` (``time.time()`` of the last write).
+
+What a row holds is the run file's record of that piece (``nbagent.store.codec``); values in
+it are tagged JSON (``nbagent.store.values``) plus three references to other rows:
+``{"$c": k}`` a ``ChatMemoryBuffer`` or ``AppendLog`` whose items are rows of ``items``,
+``{"$d": k}`` a task's ``extra_state`` or a step's ``step_state`` dict, ``{"$i": [k, i]}``
+item ``i`` of container ``k`` (a tool output that a step's output and the state both hold
+stays one object). Loading puts the pieces back together and rebuilds the runner exactly as
+``nbagent.store.codec`` does for a run file.
+
+Limits: a state value that is a plain list or dict growing every step is rewritten whole at
+every step (keep growing state in an ``AppendLog``, as nbagent's own workers do); rows a
+deleted task or a reset left in shared containers stay until the run is saved in full again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbagent import ids as _ids
+from nbagent.memory import ChatMemoryBuffer, count_tokens
+from nbagent.runner.snapshot import AppendLog
+from nbagent.runner.state import TaskState
+from nbagent.schema import Task, TaskStep, TaskStepOutput
+from nbagent.store.codec import (
+    FORMAT,
+    VERSION,
+    _failure_record,
+    _OPTIONAL_SETTINGS,
+    _output_record,
+    _rng_state,
+    _SETTINGS,
+    _snapshot_to_dict,
+    _step_record,
+    _worker_info,
+    runner_from_dict,
+)
+from nbagent.store.values import (
+    _ALLOWED,
+    Path_,
+    PersistError,
+    _Decoder,
+    _Encoder,
+    _ref_of,
+    _strip_unused,
+)
+
+if TYPE_CHECKING:
+    from nbagent.runner.base import AgentRunner
+
+__all__ = ["RunStore", "TaskInfo", "RunInfo", "is_store_path", "SQLITE_SUFFIXES"]
+
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_MAGIC = b"SQLite format 3\x00"
+SCHEMA = 1
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs(
+    run_id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL, header TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks(
+    run_id TEXT NOT NULL, task_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT, tag TEXT,
+    status TEXT NOT NULL, input TEXT NOT NULL, response TEXT, steps INTEGER NOT NULL,
+    updated REAL NOT NULL, head TEXT NOT NULL, PRIMARY KEY(run_id, task_id));
+CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key);
+CREATE TABLE IF NOT EXISTS steps(
+    run_id TEXT NOT NULL, task_id TEXT NOT NULL, step_id TEXT NOT NULL, ord INTEGER NOT NULL,
+    rec TEXT NOT NULL, PRIMARY KEY(run_id, task_id, step_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outputs(
+    run_id TEXT NOT NULL, task_id TEXT NOT NULL, n INTEGER NOT NULL, cpos INTEGER,
+    done INTEGER NOT NULL DEFAULT 0, upos INTEGER, rec TEXT NOT NULL,
+    PRIMARY KEY(run_id, task_id, n)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history(
+    run_id TEXT NOT NULL, task_id TEXT NOT NULL, i INTEGER NOT NULL, rec TEXT NOT NULL,
+    PRIMARY KEY(run_id, task_id, i)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS failures(
+    run_id TEXT NOT NULL, task_id TEXT NOT NULL, i INTEGER NOT NULL, rec TEXT NOT NULL,
+    PRIMARY KEY(run_id, task_id, i)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS objects(
+    run_id TEXT NOT NULL, k INTEGER NOT NULL, kind TEXT NOT NULL, rec TEXT NOT NULL,
+    PRIMARY KEY(run_id, k)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS items(
+    run_id TEXT NOT NULL, k INTEGER NOT NULL, i INTEGER NOT NULL, pos INTEGER, rec TEXT NOT NULL,
+    PRIMARY KEY(run_id, k, i)) WITHOUT ROWID;
+"""
+
+_TASK_TABLES = ("steps", "outputs", "history", "failures")
+
+
+def _dumps(value: Any) -> str:
+    # ASCII with \u escapes: any Python str survives, lone surrogates included
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+def is_store_path(path: Any) -> bool:
+    """True for a ``RunStore``, an existing SQLite file, or a new path ending in .db/.sqlite."""
+    if isinstance(path, RunStore):
+        return True
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    p = Path(path)
+    if p.suffix.lower() in SQLITE_SUFFIXES:
+        return True  # even while empty: another process may just have created it
+    try:
+        with open(p, "rb") as fh:
+            return fh.read(16) == _MAGIC
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One stored task, as ``RunStore.tasks`` lists it."""
+
+    run_id: str
+    task_id: str
+    key: str | None
+    tag: str | None
+    status: str
+    input: str
+    response: str | None
+    steps: int
+    updated: float
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One stored run (one runner)."""
+
+    run_id: str
+    kind: str  # the runner's class
+    worker: str  # the worker's kind
+    tasks: int
+    created: float
+    updated: float
+
+
+# ----- the store ---------------------------------------------------------------------------
+
+
+class RunStore:
+    """A SQLite file holding runs (see the module docstring). Thread-safe; one connection."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        self.path = Path(path).absolute()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        if self.path.exists() and self.path.stat().st_size:
+            with open(self.path, "rb") as fh:
+                if fh.read(16) != _MAGIC:
+                    raise PersistError(f"{self.path}: not an nbagent run store (not a SQLite file)")
+        try:
+            self._db = sqlite3.connect(
+                str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: a commit survives the process being killed; no fsync per step
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            with self._tx():
+                for stmt in _SCHEMA_SQL.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+                row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
+                if row is None:
+                    self._db.execute("INSERT INTO meta VALUES('format', ?)", ("nbagent-store",))
+                    self._db.execute("INSERT INTO meta VALUES('schema', ?)", (str(SCHEMA),))
+                elif row[0] != "nbagent-store":
+                    raise PersistError(f"{self.path}: a SQLite file, but not an nbagent run store")
+                else:
+                    schema = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+                    if schema is None or int(schema[0]) > SCHEMA:
+                        raise PersistError(
+                            f"{self.path}: written by a newer nbagent (store schema {schema and schema[0]}); "
+                            f"this nbagent reads schema {SCHEMA}: upgrade nbagent to open it"
+                        )
+        except sqlite3.DatabaseError as err:
+            raise PersistError(f"{self.path}: cannot open as a run store ({err})") from err
+
+    # ----- plumbing ---------------------------------------------------------------------
+    def _tx(self) -> _Tx:
+        return _Tx(self)
+
+    def close(self) -> None:
+        """Close the connection (runners attached to this store stop autosaving to it)."""
+        self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    # ----- writing ----------------------------------------------------------------------
+    def attach(self, runner: AgentRunner) -> str:
+        """Save ``runner`` in full now, then after every step and state change only what
+        changed (one transaction each). Returns its run id. ``runner.autosave = None`` stops."""
+        from nbagent.store.autosave import set_autosave
+
+        set_autosave(runner, self)
+        return _writer_of(runner).run_id  # type: ignore[union-attr]
+
+    def save(self, runner: AgentRunner) -> str:
+        """Write ``runner`` (every task) in full, in one transaction; returns its run id."""
+        writer = self._writer(runner)
+        writer.rewrite()
+        return writer.run_id
+
+    def save_task(
+        self, runner: AgentRunner, task: Task | str, *, key: str | None = None, tag: str | None = None
+    ) -> TaskInfo:
+        """Write one task of ``runner`` in full (and the runner's header), labelled with
+        ``key`` and ``tag`` for ``tasks``/``task`` to find; one transaction."""
+        state = runner.state_of(task)
+        writer = self._writer(runner)
+        with self._lock, self._tx():
+            writer.write_header()
+            writer.write_task_full(state)
+            self._label(writer.run_id, state.task_id, key, tag)
+        found = self._infos("WHERE run_id=? AND task_id=?", (writer.run_id, state.task_id))
+        return found[0]
+
+    def _writer(self, runner: AgentRunner) -> _Writer:
+        """The writer keeping ``runner`` in this store: its autosave's, or one kept for it, so
+        that every save of one runner goes to one run."""
+        writer = _writer_of(runner)
+        if writer is not None and writer.store is self:
+            return writer
+        kept: dict[str, _Writer] = runner.__dict__.setdefault("_store_writers", {})
+        writer = kept.get(str(self.path))
+        if writer is None or writer.store is not self:
+            writer = kept[str(self.path)] = _Writer(self, runner, _run_id_for(self, runner))
+            runner.__dict__.setdefault("_store_origin", (str(self.path), writer.run_id))
+        return writer
+
+    def label(self, runner: AgentRunner, task: Task | str, *, key: str | None = None, tag: str | None = None) -> None:
+        """Label a stored task of ``runner`` (saved or autosaved) with ``key`` and ``tag``."""
+        state = runner.state_of(task)
+        writer = _writer_of(runner)
+        if writer is None or writer.store is not self:
+            raise PersistError(
+                f"task {state.task_id!r} is not autosaved to {self.path}; use save_task(runner, task, key=..., tag=...)"
+            )
+        with self._lock, self._tx():
+            self._label(writer.run_id, state.task_id, key, tag)
+
+    def _label(self, run_id: str, task_id: str, key: str | None, tag: str | None) -> None:
+        for name, value in (("key", key), ("tag", tag)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+        self._db.execute(
+            "UPDATE tasks SET key=coalesce(?, key), tag=coalesce(?, tag) WHERE run_id=? AND task_id=?",
+            (key, tag, run_id, task_id),
+        )
+
+    # ----- reading ----------------------------------------------------------------------
+    def tasks(
+        self,
+        *,
+        run: str | None = None,
+        key: str | None = None,
+        tag: str | None = None,
+        status: str | Iterable[str] | None = None,
+    ) -> list[TaskInfo]:
+        """Stored tasks matching every given filter, oldest first."""
+        where, args = [], []
+        for column, value in (("run_id", run), ("key", key), ("tag", tag)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        if status is not None:
+            wanted = [status] if isinstance(status, str) else [getattr(s, "value", s) for s in status]
+            where.append(f"status IN ({','.join('?' * len(wanted))})")
+            args.extend(wanted)
+        sql = ("WHERE " + " AND ".join(where)) if where else ""
+        return self._infos(sql, tuple(args))
+
+    def task(self, *, key: str, tag: str | None = None, run: str | None = None) -> TaskInfo | None:
+        """The newest stored task labelled ``key`` (and ``tag``), or None."""
+        found = self.tasks(key=key, tag=tag, run=run)
+        return max(found, key=lambda t: t.updated) if found else None
+
+    def _infos(self, where: str, args: tuple[Any, ...]) -> list[TaskInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id, task_id, key, tag, status, input, response, steps, updated FROM tasks "
+                f"{where} ORDER BY updated, seq",
+                args,
+            ).fetchall()
+        return [TaskInfo(*row) for row in rows]
+
+    def runs(self) -> list[RunInfo]:
+        """Every stored run, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.run_id, r.header, r.created, r.updated, "
+                "(SELECT count(*) FROM tasks t WHERE t.run_id=r.run_id) FROM runs r ORDER BY r.created"
+            ).fetchall()
+        out = []
+        for run_id, header, created, updated, n in rows:
+            head = json.loads(header)
+            out.append(RunInfo(run_id, head.get("class", "?"), head.get("worker", {}).get("kind", "?"), n, created, updated))
+        return out
+
+    def load(
+        self,
+        agent_worker: Any = None,
+        *,
+        run: str | None = None,
+        tasks: Sequence[str] | None = None,
+        runner_cls: type | None = None,
+        restore_ids: bool = True,
+        **runner_kwargs: Any,
+    ) -> Any:
+        """Rebuild a stored runner (the newest run unless ``run`` names one; every task unless
+        ``tasks`` lists some). Without ``agent_worker`` it can be viewed and reported."""
+        source = f"{self.path}"
+        with self._lock, self._tx():  # one consistent read, even while a run writes
+            if run is None:
+                row = self._db.execute("SELECT run_id FROM runs ORDER BY updated DESC, created DESC LIMIT 1").fetchone()
+                if row is None:
+                    raise PersistError(f"{source}: the store holds no run yet")
+                run = row[0]
+            head = self._db.execute("SELECT header FROM runs WHERE run_id=?", (run,)).fetchone()
+            if head is None:
+                known = [r[0] for r in self._db.execute("SELECT run_id FROM runs ORDER BY created")]
+                raise PersistError(f"{source}: no run {run!r}; stored runs: {known}")
+            rows = _Rows.read(self._db, run, tasks)
+        source = f"{source} (run {run})"
+        header = _loads(head[0], source)
+        doc = {"format": FORMAT, "version": VERSION, "nbagent": header.pop("nbagent", "?"), "runner": header,
+               "tasks": rows.task_docs(source)}
+        dec = _StoreDecoder(source, rows)
+        runner = runner_from_dict(
+            doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, decoder=dec,
+            **runner_kwargs,
+        )
+        runner.__dict__["_store_origin"] = (str(self.path), run)
+        return runner
+
+
+class _Tx:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error), under the store's lock."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        self.store._lock.acquire()
+        try:
+            self.store._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.store._lock.release()
+            raise
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        try:
+            self.store._db.execute("ROLLBACK" if kind is not None else "COMMIT")
+        finally:
+            self.store._lock.release()
+
+
+def _loads(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PersistError(f"{source}: a stored row is not valid JSON ({err.msg}); the store is corrupt") from err
+
+
+def _run_id_for(store: RunStore, runner: AgentRunner) -> str:
+    """The run this runner continues in ``store`` (it was loaded from it), or a new run id."""
+    origin = runner.__dict__.get("_store_origin")
+    if origin is not None and origin[0] == str(store.path):
+        return origin[1]  # type: ignore[no-any-return]
+    import uuid
+
+    return "run-" + uuid.uuid4().hex[:12]  # not from nbagent.ids: a seeded id sequence stays as it is
+
+
+def _writer_of(runner: AgentRunner) -> _Writer | None:
+    found = runner.__dict__.get("_autosave")
+    writer = found[2] if found is not None and len(found) > 2 else None
+    return writer if isinstance(writer, _Writer) else None
+
+
+# ----- encoding pieces ---------------------------------------------------------------------
+
+
+class _StoreEncoder(_Encoder):
+    """The run file's encoder, plus references to the objects that live in their own rows."""
+
+    def __init__(self, writer: _Writer) -> None:
+        super().__init__()
+        self.w = writer
+        self.base = writer.counter
+
+    def _number(self, obj: Any) -> tuple[int, bool]:
+        # numbers unique across the whole run: every row is decoded with one table
+        key = id(obj)
+        n = self.numbers.get(key)
+        if n is not None:
+            self.used.add(n)
+            return n, False
+        n = self.base + len(self.keep)
+        self.numbers[key] = n
+        self.keep.append(obj)
+        return n, True
+
+    def value(self, v: Any, path: Path_) -> Any:
+        t = type(v)
+        if v is None or t is str or t is bool or t is int or t is float:
+            return super().value(v, path)
+        found = self.w.refs.get(id(v))
+        if found is not None and found[1] is v:
+            self.w.touched.add(found[2])
+            return found[0]
+        if t is ChatMemoryBuffer or t is AppendLog:
+            return self.w.container(v)
+        return super().value(v, path)
+
+    def root(self, v: Any, path: Path_) -> Any:
+        """Encode ``v`` itself (it is the row), not a reference to it."""
+        return super().value(v, path)
+
+    def done(self, node: Any) -> Any:
+        self.w.counter = self.base + len(self.keep)
+        return _strip_unused(node, self.used)
+
+
+class _Container:
+    __slots__ = ("k", "obj", "kind", "items", "ids", "next_i", "lst", "counts", "meta")
+
+    def __init__(self, k: int, obj: Any, kind: str) -> None:
+        self.k = k
+        self.obj = obj
+        self.kind = kind  # "mem" or "log"
+        self.items: list[Any] = []  # what the rows hold, in order
+        self.ids: list[int] = []  # their item numbers (never reused: references stay valid)
+        self.next_i = 0
+        self.lst: Any = None  # the memory's message list the rows mirror
+        self.counts: Any = None  # and its token counts
+        self.meta: Any = None
+
+
+class _Mirror:
+    """What the store holds of one task, to write only the difference."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.steps: dict[str, TaskStep] = {}
+        self.registered = 0
+        self.out_n: dict[int, int] = {}  # id(output) -> n
+        self.outs: list[TaskStepOutput] = []
+        self.completed: list[TaskStepOutput] = []
+        self.done: dict[str, TaskStepOutput] = {}
+        self.undone: list[TaskStepOutput] = []
+        self.history: list[Any] = []
+        self.failures: list[Any] = []
+        self.order: dict[str, int] = {}  # step id -> its place among the task's step rows
+
+
+def _common_prefix(written: list[Any], live: Sequence[Any]) -> int:
+    """How many leading items ``live`` still shares with ``written`` (by identity): O(1) when
+    ``live`` only grew or shrank at its end, the usual case."""
+    n = len(written)
+    m = len(live)
+    if m >= n and (n == 0 or (live[n - 1] is written[n - 1] and live[0] is written[0])):
+        return n
+    if m < n and (m == 0 or live[m - 1] is written[m - 1]) and all(a is b for a, b in zip(live, written)):
+        return m
+    p = 0
+    for a, b in zip(live, written):
+        if a is not b:
+            break
+        p += 1
+    return p
+
+
+class _Writer:
+    """Writes one runner into a store: in full, then one transaction per change."""
+
+    def __init__(self, store: RunStore, runner: AgentRunner, run_id: str) -> None:
+        self.store = store
+        self.db = store._db
+        self.runner = runner
+        self.run_id = run_id
+        self._reset()
+        self.broken = False
+
+    def _reset(self) -> None:
+        self.refs: dict[int, tuple[Any, Any, int]] = {}  # id(obj) -> (reference, obj, k)
+        self.containers: dict[int, _Container] = {}
+        self.dicts: dict[int, tuple[int, dict[str, Any]]] = {}  # id(dict) -> (k, dict)
+        self.mirrors: dict[str, _Mirror] = {}
+        self.touched: set[int] = set()
+        self.dirty_dicts: dict[int, dict[str, Any]] = {}
+        self.next_k = 0
+        self.counter = 0
+        self.header = ""
+        self.seq = 0
+
+    # ----- whole runs -------------------------------------------------------------------
+    def rewrite(self) -> None:
+        """Write the whole runner again, dropping what the store held of this run."""
+        with self.store._tx():
+            self._delete_run()
+            self._reset()
+            self.write_header(force=True)
+            for state in list(self.runner._tasks.values()):
+                self._write_task(state, None)
+        self.broken = False
+
+    def _delete_run(self) -> None:
+        for table in ("tasks", *_TASK_TABLES, "objects", "items"):
+            self.db.execute(f"DELETE FROM {table} WHERE run_id=?", (self.run_id,))
+
+    def write_header(self, force: bool = False) -> None:
+        from nbagent import __version__
+
+        runner = self.runner
+        settings = {name: getattr(runner, name) for name in _SETTINGS}
+        for name in _OPTIONAL_SETTINGS:
+            if hasattr(runner, name):
+                settings[name] = getattr(runner, name)
+        extra_settings = getattr(runner, "_persist_settings", None)
+        if callable(extra_settings):
+            settings.update(extra_settings())
+        settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
+        pricing = runner.__dict__.get("_pricing")
+        rng = _ids._rng
+        enc = _StoreEncoder(self)
+        header = enc.done({
+            "nbagent": __version__,
+            "class": type(runner).__name__,
+            "worker": _worker_info(runner),
+            "settings": enc.value(settings, (None, "runner.settings")),
+            "pricing": pricing.to_dict() if pricing is not None else None,
+            "ids": _rng_state(rng) if rng is not None else None,
+            "memory": enc.value(runner.memory, (None, "runner.memory")),
+        })
+        text = _dumps(header)
+        now = time.time()
+        if force or text != self.header:
+            self.db.execute(
+                "INSERT INTO runs VALUES(?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET header=excluded.header, "
+                "updated=excluded.updated",
+                (self.run_id, now, now, text),
+            )
+            self.header = text
+        else:
+            self.db.execute("UPDATE runs SET updated=? WHERE run_id=?", (now, self.run_id))
+
+    def write_task_full(self, state: TaskState) -> None:
+        self._drop_task(state.task_id)
+        self._write_task(state, None)
+
+    def _drop_task(self, task_id: str) -> None:
+        self.mirrors.pop(task_id, None)
+        for table in ("tasks", *_TASK_TABLES):
+            self.db.execute(f"DELETE FROM {table} WHERE run_id=? AND task_id=?", (self.run_id, task_id))
+
+    # ----- events -----------------------------------------------------------------------
+    def on_event(self, event: Any) -> None:
+        from nbagent import events as ev
+
+        t = type(event)
+        if t is ev.StepStarted or t is ev.TokenStreamed or not isinstance(event, ev.Event):
+            return
+        if not self.broken:
+            try:
+                with self.store._tx():
+                    self._apply(event, ev)
+                return
+            except Exception:  # noqa: BLE001 - the mirrors may be ahead of the store
+                self.broken = True
+        self.rewrite()  # write in full; if that fails too, the caller warns
+
+    def _apply(self, event: Any, ev: Any) -> None:
+        runner = self.runner
+        t = type(event)
+        if t is ev.TaskDeleted:
+            self._drop_task(event.task_id)
+            self.write_header()
+            return
+        if t is ev.RunnerReset:
+            for task_id in [tid for tid in self.mirrors if tid not in runner._tasks]:
+                self._drop_task(task_id)
+            self.write_header()
+            return
+        state = runner._tasks.get(event.task_id)
+        self.write_header()
+        if state is None:
+            return
+        if t is ev.TaskFinalized or event.task_id not in self.mirrors:
+            # finalizing rewrites the last output (its answer and sources): write it whole once
+            self.write_task_full(state)
+            return
+        dirty: set[str] = set()
+        step_id = getattr(event, "step_id", None)
+        if step_id:
+            dirty.add(step_id)
+        dirty.update(getattr(event, "next_step_ids", ()) or ())
+        if t is ev.StepUndone:
+            dirty.update(b for a, b in state.undone_edges[-64:] if a == step_id)
+        self._write_task(state, dirty)
+
+    # ----- objects in rows of their own --------------------------------------------------
+    def container(self, obj: Any) -> dict[str, Any]:
+        found = self.refs.get(id(obj))
+        if found is not None and found[1] is obj:
+            self.touched.add(found[2])
+            return found[0]  # type: ignore[no-any-return]
+        k = self.next_k
+        self.next_k += 1
+        kind = "mem" if type(obj) is ChatMemoryBuffer else "log"
+        c = _Container(k, obj, kind)
+        self.containers[k] = c
+        ref = {"$c": k}
+        self.refs[id(obj)] = (ref, obj, k)
+        self.touched.add(k)
+        return ref
+
+    def dict_ref(self, d: dict[str, Any]) -> dict[str, Any]:
+        found = self.dicts.get(id(d))
+        if found is None or found[1] is not d:
+            k = self.next_k
+            self.next_k += 1
+            self.dicts[id(d)] = (k, d)
+            self.refs[id(d)] = ({"$d": k}, d, k)
+        else:
+            k = found[0]
+        self.dirty_dicts[k] = d
+        return {"$d": k}
+
+    def _sync_containers(self) -> None:
+        while self.touched:
+            ks = sorted(self.touched)
+            self.touched.clear()
+            for k in ks:
+                c = self.containers.get(k)
+                if c is not None:
+                    self._sync_container(c)
+
+    def _sync_container(self, c: _Container) -> None:
+        run = self.run_id
+        if c.kind == "mem":
+            mem: ChatMemoryBuffer = c.obj
+            meta = (mem.token_limit, mem.tokenizer_fn)
+            if meta != c.meta:
+                rec: dict[str, Any] = {"token_limit": mem.token_limit}
+                if mem.tokenizer_fn is not count_tokens:
+                    fn = mem.tokenizer_fn
+                    ref = _ref_of(fn) if hasattr(fn, "__qualname__") else repr(fn)
+                    if _ALLOWED.get(ref) is not fn:
+                        raise PersistError(
+                            f"cannot save a memory's tokenizer_fn: {ref} is not nbagent's token counter; "
+                            "register it with nbagent.persist.allow_type(fn) (a module-level function)"
+                        )
+                    rec["tokenizer"] = ref
+                self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (run, c.k, "mem", _dumps(rec)))
+                c.meta = meta
+            live: Sequence[Any] = mem._messages
+            counts = mem._counts
+            if live is not c.lst:
+                if c.lst is not None:
+                    self.refs.pop(id(c.lst), None)
+                    self.refs.pop(id(c.counts), None)
+                self.refs[id(live)] = ({"$c": c.k, "p": "m"}, live, c.k)
+                self.refs[id(counts)] = ({"$c": c.k, "p": "c"}, counts, c.k)
+                c.lst = live
+                c.counts = counts
+        else:
+            if c.meta is None:
+                self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (run, c.k, "log", "{}"))
+                c.meta = "log"
+            live = c.obj
+            counts = None
+        p = _common_prefix(c.items, live)
+        if p < len(c.items):
+            # cut off (an undo): the rows stay, out of the list, for what still refers to them
+            self.db.execute("UPDATE items SET pos=NULL WHERE run_id=? AND k=? AND pos>=?", (run, c.k, p))
+            del c.items[p:]
+            del c.ids[p:]
+        if len(live) > p:
+            rows = []
+            for pos in range(p, len(live)):
+                item = live[pos]
+                i = c.next_i
+                c.next_i += 1
+                enc = _StoreEncoder(self)
+                value = enc.root(item, (None, f"item {pos}"))
+                rec = enc.done([value, counts[pos]] if counts is not None else value)
+                rows.append((run, c.k, i, pos, _dumps(rec)))
+                c.items.append(item)
+                c.ids.append(i)
+                if id(item) not in self.refs:
+                    self.refs[id(item)] = ({"$i": [c.k, i]}, item, c.k)
+            self.db.executemany("INSERT INTO items VALUES(?,?,?,?,?)", rows)
+
+    def _write_dicts(self) -> None:
+        while self.dirty_dicts:
+            k, d = self.dirty_dicts.popitem()
+            enc = _StoreEncoder(self)
+            rec = enc.done(enc.root(d, (None, "state")))
+            self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (self.run_id, k, "dict", _dumps(rec)))
+
+    # ----- one task ---------------------------------------------------------------------
+    def _write_task(self, state: TaskState, dirty: set[str] | None) -> None:
+        """Write what changed in ``state`` since the last write (``dirty=None``: all of it)."""
+        run, tid = self.run_id, state.task_id
+        db = self.db
+        m = self.mirrors.get(tid)
+        if m is None:
+            m = self.mirrors[tid] = _Mirror(self.seq)
+            self.seq += 1
+            dirty = None
+        task = state.task
+        # 1. which steps to write
+        if dirty is None:
+            steps = _all_steps(state)
+        else:
+            steps = {}
+            for sid in dirty:
+                s = state.steps.get(sid) or m.steps.get(sid)
+                if s is not None:
+                    steps[sid] = s
+            for s in state.step_queue:
+                steps[s.step_id] = s
+            for sid in state.running:
+                s = state.steps.get(sid)
+                if s is not None:
+                    steps[sid] = s
+            need = len(state.steps) - m.registered  # steps registered since: at the end
+            if need > 0:
+                for sid in reversed(state.steps):
+                    if need <= 0:
+                        break
+                    need -= 1
+                    steps[sid] = state.steps[sid]
+        # 2. new outputs get their numbers
+        new_outputs: list[TaskStepOutput] = []
+        for lst in (state.completed_steps, state.undone_outputs):
+            for out in (lst[-4:] if dirty is not None else lst):
+                if id(out) not in m.out_n:
+                    new_outputs.append(out)
+                    m.out_n[id(out)] = len(m.outs)
+                    m.outs.append(out)
+        for sid in (dirty if dirty is not None else list(state.outputs)):
+            out = state.outputs.get(sid)
+            if out is not None and id(out) not in m.out_n:
+                new_outputs.append(out)
+                m.out_n[id(out)] = len(m.outs)
+                m.outs.append(out)
+        if len(m.out_n) < len(state.completed_steps):  # an odd change: number every output
+            for out in [*state.completed_steps, *state.outputs.values(), *state.undone_outputs]:
+                if id(out) not in m.out_n:
+                    new_outputs.append(out)
+                    m.out_n[id(out)] = len(m.outs)
+                    m.outs.append(out)
+        for out in new_outputs:
+            for s in (out.task_step, *out.next_steps):
+                if s.step_id not in m.steps:
+                    steps.setdefault(s.step_id, s)
+        # 3. state dicts, then the containers they (and the memories) hold
+        extra_ref = self.dict_ref(task.extra_state)
+        for s in steps.values():
+            self.dict_ref(s.step_state)
+        mem_ref = self.container(task.memory)
+        scratch_ref = self.container(task.scratch_memory)
+        self._write_dicts()
+        self._sync_containers()
+        # 4. the rows
+        step_models: dict[str, str] = self.runner.__dict__.get("_step_models", {})
+        known = _StepIndex(state, m, steps)
+        rows = []
+        for sid, s in steps.items():
+            if sid not in m.steps:
+                m.steps[sid] = s
+            enc = _StoreEncoder(self)
+            enc.steps = known  # type: ignore[assignment]
+            enc.output_index = m.out_n
+            rec = _step_record(s, sid in state.steps)
+            rec["state"] = {"$d": self.dicts[id(s.step_state)][0]}
+            model = step_models.get(sid)
+            if model is not None:
+                rec["model"] = model
+            rows.append((run, tid, sid, _ord(m, sid), _dumps(enc.done(rec))))
+        db.executemany(
+            "INSERT INTO steps VALUES(?,?,?,?,?) ON CONFLICT DO UPDATE SET rec=excluded.rec", rows
+        )
+        m.registered = len(state.steps)
+        rows = []
+        for out in new_outputs:
+            n = m.out_n[id(out)]
+            enc = _StoreEncoder(self)
+            enc.steps = known  # type: ignore[assignment]
+            enc.output_index = m.out_n
+            rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
+            rows.append((run, tid, n, _dumps(enc.done(rec))))
+        db.executemany("INSERT OR REPLACE INTO outputs(run_id, task_id, n, rec) VALUES(?,?,?,?)", rows)
+        self._positions(state, m, dirty)
+        self._list_rows("history", m.history, state.history, state, m, known)
+        self._list_rows("failures", m.failures, state.failures, state, m, known)
+        self._sync_containers()  # a snapshot may have named a container first
+        # 5. the task's own row
+        enc = _StoreEncoder(self)
+        enc.steps = known  # type: ignore[assignment]
+        enc.output_index = m.out_n
+        root: Path_ = (None, f"task {tid}")
+        running = sorted(state.running, key=lambda sid: _ord(m, sid))
+        head = enc.done({
+            "task_id": tid,
+            "input": task.input,
+            "status": state.status.value,
+            "memory": mem_ref,
+            "scratch_memory": scratch_ref,
+            "extra_state": extra_ref,
+            "queue": running + [s.step_id for s in state.step_queue],
+            "undone_edges": [[a, b] for a, b in state.undone_edges],
+            "undone_ids": sorted(state.undone_ids),
+            "finalized": state.finalized,
+            "abandoned": state.abandoned,
+            "keep_history": state.keep_history,
+            "final_response": enc.value(state.final_response, (root, ".final_response")),
+        })
+        self._sync_containers()
+        response = getattr(state.final_response, "response", None)
+        db.execute(
+            "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
+            "status=excluded.status, response=excluded.response, steps=excluded.steps, "
+            "updated=excluded.updated, head=excluded.head",
+            (run, tid, m.seq, state.status.value, task.input, response if isinstance(response, str) else None,
+             len(state.completed_steps), time.time(), _dumps(head)),
+        )
+
+    def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None) -> None:
+        """Which outputs are completed (in order), done (by step) and undone (in order)."""
+        run, tid, db = self.run_id, state.task_id, self.db
+        for column, written, live in (("cpos", m.completed, state.completed_steps), ("upos", m.undone, state.undone_outputs)):
+            p = _common_prefix(written, live)
+            if p < len(written):
+                db.execute(f"UPDATE outputs SET {column}=NULL WHERE run_id=? AND task_id=? AND {column}>=?", (run, tid, p))
+                del written[p:]
+            if len(live) > p:
+                db.executemany(
+                    f"UPDATE outputs SET {column}=? WHERE run_id=? AND task_id=? AND n=?",
+                    [(i, run, tid, m.out_n[id(live[i])]) for i in range(p, len(live))],
+                )
+                written.extend(live[p:])
+        check = state.outputs.keys() if dirty is None else dirty
+        for sid in list(check):
+            live_out = state.outputs.get(sid)
+            old = m.done.get(sid)
+            if live_out is not old:
+                if old is not None:
+                    db.execute("UPDATE outputs SET done=0 WHERE run_id=? AND task_id=? AND n=?", (run, tid, m.out_n[id(old)]))
+                    del m.done[sid]
+                if live_out is not None:
+                    db.execute("UPDATE outputs SET done=1 WHERE run_id=? AND task_id=? AND n=?", (run, tid, m.out_n[id(live_out)]))
+                    m.done[sid] = live_out
+        if len(m.done) != len(state.outputs) or any(
+            state.outputs.get(sid) is not out for sid, out in list(m.done.items())[-2:]
+        ):
+            db.execute("UPDATE outputs SET done=0 WHERE run_id=? AND task_id=?", (run, tid))
+            db.executemany(
+                "UPDATE outputs SET done=1 WHERE run_id=? AND task_id=? AND n=?",
+                [(run, tid, m.out_n[id(o)]) for o in state.outputs.values()],
+            )
+            m.done = dict(state.outputs)
+
+    def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:
+        run, tid, db = self.run_id, state.task_id, self.db
+        p = _common_prefix(written, live)
+        if p < len(written):
+            db.execute(f"DELETE FROM {table} WHERE run_id=? AND task_id=? AND i>=?", (run, tid, p))
+            del written[p:]
+        rows = []
+        for i in range(p, len(live)):
+            item = live[i]
+            if table == "history":
+                enc = _StoreEncoder(self)
+                enc.steps = known
+                enc.output_index = m.out_n
+                rec = enc.done(_snapshot_to_dict(enc, item, (None, f"task {tid} history[{i}]")))
+            else:
+                rec = _failure_record(item)
+            rows.append((run, tid, i, _dumps(rec)))
+            written.append(item)
+        if rows:
+            db.executemany(f"INSERT OR REPLACE INTO {table} VALUES(?,?,?,?)", rows)
+
+
+def _ord(m: _Mirror, sid: str) -> int:
+    """A step's place among the task's steps (new ones go last)."""
+    n = m.order.get(sid)
+    if n is None:
+        n = m.order[sid] = len(m.order)
+    return n
+
+
+class _StepIndex(dict):  # type: ignore[type-arg]
+    """The steps a value may refer to: the task's, the ones written before, the ones now."""
+
+    def __init__(self, state: TaskState, m: _Mirror, steps: dict[str, TaskStep]) -> None:
+        super().__init__()
+        self.sources = (state.steps, m.steps, steps)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        for src in self.sources:
+            found = src.get(key)
+            if found is not None:
+                return found
+        return default
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key) is not None
+
+    def __iter__(self) -> Any:
+        seen: set[str] = set()
+        for src in self.sources:
+            for sid in src:
+                if sid not in seen:
+                    seen.add(sid)
+                    yield sid
+
+
+def _all_steps(state: TaskState) -> dict[str, TaskStep]:
+    """Every step the task can reach (as the run file saves them)."""
+    steps = dict(state.steps)
+    for step in state.step_queue:
+        steps.setdefault(step.step_id, step)
+    for out in [*state.completed_steps, *state.outputs.values(), *state.undone_outputs]:
+        steps.setdefault(out.task_step.step_id, out.task_step)
+        for nxt in out.next_steps:
+            steps.setdefault(nxt.step_id, nxt)
+    for snap in state.history:
+        for s in snap.queue or ():
+            steps.setdefault(s.step_id, s)
+    pending = list(steps.values())
+    while pending:
+        s = pending.pop()
+        for linked in [*s.next_steps.values(), *s.prev_steps.values()]:
+            if linked.step_id not in steps:
+                steps[linked.step_id] = linked
+                pending.append(linked)
+    return steps
+
+
+# ----- reading -----------------------------------------------------------------------------
+
+
+class _Rows:
+    """Every row of one run, read in one transaction."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, str]] = []  # (task_id, head)
+        self.steps: dict[str, list[str]] = {}
+        self.outputs: dict[str, list[tuple[int, Any, int, Any, str]]] = {}
+        self.history: dict[str, list[str]] = {}
+        self.failures: dict[str, list[str]] = {}
+        self.objects: dict[int, tuple[str, str]] = {}
+        self.items: dict[int, dict[int, str]] = {}  # k -> item number -> row
+        self.order: dict[int, list[int]] = {}  # k -> the item numbers in the list, in order
+
+    @classmethod
+    def read(cls, db: sqlite3.Connection, run: str, only: Sequence[str] | None) -> _Rows:
+        rows = cls()
+        wanted = None if only is None else set(only)
+        for task_id, head in db.execute("SELECT task_id, head FROM tasks WHERE run_id=? ORDER BY seq", (run,)):
+            if wanted is None or task_id in wanted:
+                rows.tasks.append((task_id, head))
+        if wanted is not None and len(rows.tasks) != len(wanted):
+            missing = sorted(wanted - {t for t, _ in rows.tasks})
+            raise PersistError(f"run {run!r} has no task(s) {missing}")
+        keep = {t for t, _ in rows.tasks}
+        for tid, rec in db.execute("SELECT task_id, rec FROM steps WHERE run_id=? ORDER BY task_id, ord", (run,)):
+            if tid in keep:
+                rows.steps.setdefault(tid, []).append(rec)
+        for tid, n, cpos, done, upos, rec in db.execute(
+            "SELECT task_id, n, cpos, done, upos, rec FROM outputs WHERE run_id=? ORDER BY task_id, n", (run,)
+        ):
+            if tid in keep:
+                rows.outputs.setdefault(tid, []).append((n, cpos, done, upos, rec))
+        for table in ("history", "failures"):
+            target = getattr(rows, table)
+            for tid, rec in db.execute(f"SELECT task_id, rec FROM {table} WHERE run_id=? ORDER BY task_id, i", (run,)):
+                if tid in keep:
+                    target.setdefault(tid, []).append(rec)
+        for k, kind, rec in db.execute("SELECT k, kind, rec FROM objects WHERE run_id=?", (run,)):
+            rows.objects[k] = (kind, rec)
+        for k, i, pos, rec in db.execute("SELECT k, i, pos, rec FROM items WHERE run_id=? ORDER BY k, pos", (run,)):
+            rows.items.setdefault(k, {})[i] = rec
+            if pos is not None:
+                lst = rows.order.setdefault(k, [])
+                if pos != len(lst):
+                    raise PersistError(f"run {run!r}: item {pos} of object {k} follows item {len(lst) - 1}; the store is corrupt")
+                lst.append(i)
+        return rows
+
+    def task_docs(self, source: str) -> list[dict[str, Any]]:
+        """Each task as the run file's task record (values still encoded)."""
+        docs = []
+        for tid, head_text in self.tasks:
+            where = f"{source}: task {tid}"
+            doc = _loads(head_text, where)
+            steps, states, models = [], {}, {}
+            for text in self.steps.get(tid, []):
+                rec = _loads(text, where)
+                sid = rec.get("step_id")
+                states[sid] = rec.pop("state", {})
+                model = rec.pop("model", None)
+                if model is not None:
+                    models[sid] = model
+                steps.append(rec)
+            outputs, completed, done, undone = [], [], [], []
+            for n, cpos, is_done, upos, text in self.outputs.get(tid, []):
+                if n != len(outputs):
+                    raise PersistError(f"{where}: output {n} follows output {len(outputs) - 1}; the store is corrupt")
+                rec = _loads(text, where)
+                outputs.append(rec)
+                if cpos is not None:
+                    completed.append((cpos, n))
+                if upos is not None:
+                    undone.append((upos, n))
+                if is_done:
+                    done.append((rec.get("step_id"), n))
+            doc.update(
+                steps=steps,
+                step_states=states,
+                models=models,
+                outputs=outputs,
+                completed=[n for _, n in sorted(completed)],
+                done=dict(done),
+                undone_outputs=[n for _, n in sorted(undone)],
+                history=[_loads(t, where) for t in self.history.get(tid, [])],
+                failures=[_loads(t, where) for t in self.failures.get(tid, [])],
+            )
+            docs.append(doc)
+        return docs
+
+
+class _StoreDecoder(_Decoder):
+    """The run file's decoder, plus the objects that live in rows of their own (built when
+    first referred to, so rows may refer to each other in any order)."""
+
+    def __init__(self, source: str, rows: _Rows) -> None:
+        super().__init__(source)
+        self.rows = rows
+        self.built: dict[int, Any] = {}
+        self.items_built: dict[tuple[int, int], Any] = {}
+
+    def value(self, d: Any, where: str) -> Any:
+        if type(d) is dict:
+            if "$c" in d:
+                c = self._object(d["$c"], where)
+                part = d.get("p")
+                if part is None:
+                    return c
+                if type(c) is not ChatMemoryBuffer:
+                    raise self.fail(where, f"object {d['$c']} is not a memory")
+                return c._messages if part == "m" else c._counts
+            if "$d" in d:
+                return self._object(d["$d"], where)
+            if "$i" in d:
+                k, i = d["$i"]
+                item = self._item(k, i, where)
+                return item[0] if self.rows.objects.get(k, ("",))[0] == "mem" else item
+        return super().value(d, where)
+
+    def _object(self, k: Any, where: str) -> Any:
+        found = self.built.get(k)
+        if found is not None:
+            return found
+        entry = self.rows.objects.get(k) if type(k) is int else None
+        if entry is None:
+            raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
+        kind, text = entry
+        rec = _loads(text, self.source)
+        if kind == "dict":
+            out: dict[str, Any] = {}
+            self.built[k] = out
+            value = super().value(rec, where)  # the dict's own row
+            if not isinstance(value, dict):
+                raise self.fail(where, f"stored object {k} is not a dict")
+            out.update(value)
+            return out
+        order = self.rows.order.get(k, [])
+        if kind == "log":
+            log: AppendLog[Any] = AppendLog()
+            self.built[k] = log
+            for i in order:
+                list.append(log, self._item(k, i, where))
+            return log
+        if kind == "mem":
+            tokenizer = None
+            if "tokenizer" in rec:
+                tokenizer = _ALLOWED.get(rec["tokenizer"])
+                if tokenizer is None or isinstance(tokenizer, type):
+                    raise self.fail(
+                        where,
+                        f"the memory counts tokens with {rec['tokenizer']!r}; register that function with "
+                        "nbagent.persist.allow_type(fn) before loading",
+                    )
+            buf = ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=tokenizer)
+            self.built[k] = buf
+            pairs = [self._item(k, i, where) for i in order]
+            buf._messages = [m for m, _ in pairs]
+            buf._counts = [c for _, c in pairs]
+            return buf
+        raise self.fail(where, f"stored object {k} has an unknown kind {kind!r}")
+
+    def _item(self, k: Any, i: Any, where: str) -> Any:
+        key = (k, i)
+        if key in self.items_built:
+            return self.items_built[key]
+        items = self.rows.items.get(k) if type(k) is int else None
+        text = items.get(i) if items is not None and type(i) is int else None
+        if text is None:
+            raise self.fail(where, f"refers to item {i!r} of stored object {k!r}, which the store does not hold")
+        kind = self.rows.objects.get(k, ("?", ""))[0]
+        raw = _loads(text, self.source)
+        if kind == "mem":
+            if not (type(raw) is list and len(raw) == 2):
+                raise self.fail(where, f"item {i} of memory {k} is not a [message, count] pair")
+            value: Any = (self.value(raw[0], where), raw[1])
+        else:
+            value = self.value(raw, where)
+        self.items_built[key] = value
+        return value
+
+
+# ----- autosave into a store ---------------------------------------------------------------
+
+
+def start_autosave(runner: AgentRunner, store: RunStore) -> _Writer:
+    """Write ``runner`` in full into ``store`` and return the writer that keeps it saved."""
+    writer = _Writer(store, runner, _run_id_for(store, runner))
+    writer.rewrite()
+    runner.__dict__["_store_origin"] = (str(store.path), writer.run_id)
+    return writer
+
+
+def autosave_warning(writer: _Writer, err: BaseException) -> None:
+    from nbagent.store.autosave import AutosaveWarning
+
+    warnings.warn(
+        f"autosave to {writer.store.path} failed: {err}; the store keeps its last committed step",
+        AutosaveWarning,
+        stacklevel=3,
+    )
