@@ -335,7 +335,7 @@ def test_bad_stores_are_refused_clearly(tmp_path: Path) -> None:
 def test_json_autosave_is_spaced_out_once_saving_gets_slow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbagent.store import autosave
 
-    monkeypatch.setattr(autosave, "JSON_CHEAP_S", 0.0)  # every save counts as slow
+    monkeypatch.setattr(autosave, "JSON_SMALL_BYTES", 0)  # every file counts as big
     monkeypatch.setattr(autosave, "JSON_SPACING", 10**6)
     path = tmp_path / "auto.json"
     runner = AgentRunner(CountingWorker(target=50), autosave=path)  # type: ignore[arg-type]

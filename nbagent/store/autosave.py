@@ -7,7 +7,7 @@ Two homes, picked by the path:
   autosaved step costs the same at step 10 and at step 10,000, and a killed process loses
   nothing that was committed;
 - a run file (``run.json``): the whole file is rewritten, which costs O(steps). It is saved
-  after every change while a save is cheap (under ``JSON_CHEAP_S``); once it is not, saves
+  after every change while it is small (under ``JSON_SMALL_BYTES``); once it is not, saves
   are spaced so that saving takes at most 1/``JSON_SPACING`` of the time, and the last
   change is written when autosave stops, when the process exits, or by ``flush_autosave``.
   Use a store for long runs: that file can be behind by a few seconds' worth of steps.
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
     from nbagent.store.sqlite import RunStore
 
-__all__ = ["AutosaveWarning", "autosave_path", "set_autosave", "flush_autosave", "JSON_CHEAP_S", "JSON_SPACING"]
+__all__ = ["AutosaveWarning", "autosave_path", "set_autosave", "flush_autosave", "JSON_SMALL_BYTES", "JSON_SPACING"]
 
-JSON_CHEAP_S = 0.005  # a run file that saves faster than this is saved after every change
+JSON_SMALL_BYTES = 256_000  # a run file smaller than this is saved after every change (~10 ms)
 JSON_SPACING = 20  # else: at least this many times the last save's duration between saves
 
 
@@ -58,6 +58,7 @@ class _JsonAutosave:
         self.runner = weakref.ref(runner)
         self.target = target
         self.cost = 0.0
+        self.size = 0
         self.last_end = 0.0
         self.pending = False
 
@@ -67,14 +68,15 @@ class _JsonAutosave:
             return
         start = time.perf_counter()
         self.pending = False
-        save_runner(runner, self.target)
+        path = save_runner(runner, self.target)
         self.last_end = time.perf_counter()
         self.cost = self.last_end - start
+        self.size = path.stat().st_size
 
     def on_event(self, event: Any) -> None:
         if _quiet(event):
             return
-        if self.cost > JSON_CHEAP_S and time.perf_counter() - self.last_end < JSON_SPACING * self.cost:
+        if self.size >= JSON_SMALL_BYTES and time.perf_counter() - self.last_end < JSON_SPACING * self.cost:
             self.pending = True
             return
         self._try_save()
