@@ -212,7 +212,7 @@ def test_kill_9_at_random_moments_leaves_every_committed_step_loadable(tmp_path:
     db = tmp_path / "runs.db"
     rng = random.Random(13)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for round_ in range(4):
+    for round_ in range(3):
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", CHILD.format(root=str(ROOT), db=str(db), name=f"r{round_}p{i}")],
@@ -238,10 +238,10 @@ def test_kill_9_at_random_moments_leaves_every_committed_step_loadable(tmp_path:
             # and it goes on: undo, then steps, as if never interrupted
             if n:
                 loaded.undo_step(state.task_id)
-                assert extra["count"] == n - 1
+                assert extra.get("count", 0) == n - 1  # before step 1 the state was empty
             loaded.run_step(state.task_id)
-            assert extra["count"] == len(state.completed_steps)
-    assert len(RunStore(db).runs()) == 8
+            assert state.task.extra_state["count"] == len(state.completed_steps)
+    assert len(RunStore(db).runs()) == 6
 
 
 def test_readable_while_a_run_goes_on(tmp_path: Path) -> None:
