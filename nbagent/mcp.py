@@ -412,10 +412,12 @@ class BasicMCPClient:
         if self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
 
-    def _where(self) -> str:
+    def _where(self, short: bool = False) -> str:
+        """The URL, or the command line (``short``: the program's name without its path)."""
         if self.is_url:
             return self.command_or_url
-        return " ".join([self.command_or_url, *self.args])
+        program = os.path.basename(self.command_or_url) if short else self.command_or_url
+        return " ".join([program, *self.args])
 
     async def _request(self, fn: Callable[[Client], Awaitable[T]], what: str) -> T:
         """Run ``fn(session)`` on the host loop; a dead or silent server is ``MCPServerError``."""
@@ -543,7 +545,7 @@ class BasicMCPClient:
 
     def __repr__(self) -> str:
         state = "connected" if self.is_connected else "not connected"
-        return f"BasicMCPClient({self.name!r}, {self._where()!r}, timeout={self.timeout:g}, {state})"
+        return f"BasicMCPClient({self.name!r}, {self._where(short=True)!r}, timeout={self.timeout:g}, {state})"
 
     def _repr_html_(self) -> str:
         from nbagent.viz.mcp_html import mcp_client_html

@@ -73,7 +73,7 @@ def mcp_client_html(client: Any) -> str:
         head = f'<div class="nb-head">MCP server · <code>{html_text(client.name, 200)}</code> {status}</div>'
         kind = "streamable HTTP" if client.is_url else "stdio"
         rows = [
-            ("server", f"<code>{html_text(client._where(), 400)}</code> ({kind})"),
+            ("server", f"<code>{html_text(client._where(short=True), 400)}</code> ({kind})"),
             ("timeout", html_text(f"{client.timeout:g} s")),
             ("sessions started", html_text(client.sessions_started)),
         ]
