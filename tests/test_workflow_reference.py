@@ -280,3 +280,24 @@ def test_raw_carries_the_models_raw_reply() -> None:
         assert streamed and streamed[-1].raw == {"id": "cmpl-1", "n": 1}
 
     run(go())
+
+
+def test_react_agent_card_shows_the_prompt_the_model_sees_escaped() -> None:
+    agent = ReActAgent(name="r", tools=[add], llm=ScriptedLLM(["x"], function_calling=False),
+                       system_prompt="Answer <briefly>.")
+    agent.update_prompts({"react_header": "HEADER for {tool_names}\n{context}"})
+    html = agent._repr_html_()
+    assert "HEADER for add" in html and "Answer &lt;briefly&gt;." in html and "<briefly>" not in html
+    assert "the prompt the model sees" not in FunctionAgent(llm=ScriptedLLM(["x"]))._repr_html_()
+
+
+def test_an_agent_copy_or_one_set_up_for_handoffs_runs_on_its_own() -> None:
+    async def go() -> None:
+        agent = FunctionAgent(name="a", llm=ScriptedLLM(["from a"]), can_handoff_to=["b"])
+        assert str(await agent.run(user_msg="hi")) == "from a"  # no 'b' here: no handoff tool
+        twin = agent.model_copy(update={"llm": ScriptedLLM(["from the copy"])})
+        result = await twin.run(user_msg="hi")
+        assert str(result) == "from the copy"
+        assert twin._as_workflow() is not agent._as_workflow()
+
+    run(go())

@@ -248,6 +248,10 @@ def agent_html(agent: BaseWorkflowAgent) -> str:
         body = _kv(rows)
         if agent.system_prompt:
             body += _details("system prompt", _pre(agent.system_prompt))
+        system_message = getattr(agent, "system_message", None)
+        if callable(system_message):  # ReAct: the system prompt the model sees, tools filled in
+            seen = system_message(list(agent.tools), agent.system_prompt)
+            body += _details("the prompt the model sees (react_header filled in)", _pre(seen.text))
         return _card("agent", head + body)
 
     return _safely("this agent could not be drawn", build)

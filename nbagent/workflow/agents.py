@@ -179,11 +179,12 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     # ----- an agent is a workflow on its own ----------------------------------------------
     def _as_workflow(self) -> Any:
         """The one-agent AgentWorkflow that ``run`` uses (made once, kept)."""
-        if self._solo is None:
+        solo = self._solo
+        if solo is None or solo.agents.get(self.name) is not self:  # new, renamed, or a copy
             from nbagent.workflow.multi_agent import AgentWorkflow
 
-            self._solo = AgentWorkflow(agents=[self])
-        return self._solo
+            solo = self._solo = AgentWorkflow(agents=[self], _standalone=True)
+        return solo
 
     def run(
         self,

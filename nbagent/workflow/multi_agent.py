@@ -124,6 +124,7 @@ class AgentWorkflow(Workflow, PromptMixin):
         state_prompt: str | PromptTemplate | None = None,
         timeout: float | None = None,
         max_iterations: int = 20,
+        _standalone: bool = False,
         **workflow_kwargs: Any,
     ) -> None:
         super().__init__(timeout=timeout, **workflow_kwargs)
@@ -157,7 +158,7 @@ class AgentWorkflow(Workflow, PromptMixin):
             )
         for a in agents:
             unknown = [n for n in a.can_handoff_to or [] if n not in self.agents]
-            if unknown:
+            if unknown and not _standalone:  # an agent run on its own has nobody to hand off to
                 raise ValueError(f"agent {a.name!r} can_handoff_to unknown agents {unknown}; agents: {names}")
             if any(t.name == HANDOFF_TOOL_NAME for t in a.tools):
                 raise ValueError(
