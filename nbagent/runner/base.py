@@ -37,6 +37,7 @@ from nbagent.events import (
 )
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
+from nbagent.prompts import PromptMixin
 from nbagent.runner.agent_state import AgentState
 from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
@@ -72,7 +73,7 @@ def _approvals() -> Any:
     return approvals
 
 
-class AgentRunner:
+class AgentRunner(PromptMixin):
     """Orchestrates tasks for one worker, keeps their state and the conversation memory.
 
     ``state`` (an ``AgentState``) holds the tasks (``runner.state.task_dict`` is
@@ -458,6 +459,11 @@ class AgentRunner:
             raise TaskStateError(f"task {state.task_id!r} is running a step; abandon after it ends")
         state.abandoned = True
         self._emit(TaskAbandoned(state.task_id))
+
+    # ----- prompts: the worker's, as "agent_worker:<key>" (reference PromptMixin) ----------
+    def _get_prompt_modules(self) -> dict[str, PromptMixin]:
+        worker = self.agent_worker
+        return {"agent_worker": worker} if isinstance(worker, PromptMixin) else {}
 
     # ----- held steps (is_ready=False; nbagent.runner.holds) --------------------------------
     def release_step(self, task_id: TaskRef, step_id: str | None = None) -> list[TaskStep]:

@@ -738,7 +738,16 @@ def worker_html(worker: Any) -> str:
             else:
                 rows.append((safe_str(key), f"<code>{html_text(_redact(preview(value, 200), secrets))}</code>"))
         head = f'<div class="nb-head">Worker · <code>{html_text(kind)}</code></div>'
-        return _card("worker", head + (_kv(rows) if rows else ""))
+        prompt = ""
+        try:
+            text = worker.prompt_preview() if callable(getattr(worker, "prompt_preview", None)) else None
+        except Exception as err:  # noqa: BLE001
+            text = f"(the prompt could not be built: {type(err).__name__}: {safe_str(err)})"
+        if isinstance(text, str) and text:
+            prompt = _details(
+                "system prompt the model sees", _pre(_redact(text, secrets), None), open_=True
+            )
+        return _card("worker", head + (_kv(rows) if rows else "") + prompt)
 
     return _safely("this worker could not be drawn", build)
 

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from nbagent import _sync
+from nbagent.prompts import PromptMixin
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 if TYPE_CHECKING:
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["BaseAgentWorker"]
 
 
-class BaseAgentWorker(ABC):
-    """The reference API's agent worker."""
+class BaseAgentWorker(PromptMixin, ABC):
+    """The reference API's agent worker (``get_prompts`` / ``update_prompts``: none by
+    default; the ReAct and function-calling workers expose theirs)."""
 
     @abstractmethod
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
@@ -80,6 +82,10 @@ class BaseAgentWorker(ABC):
             if getattr(self, limit, None) is not None:
                 info[limit] = getattr(self, limit)
         return info
+
+    def prompt_preview(self) -> str | None:
+        """The system prompt the model will see on the next step (None if there is none)."""
+        return None
 
     def _repr_html_(self) -> str:
         from nbagent.viz.html import worker_html

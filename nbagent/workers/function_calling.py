@@ -41,6 +41,7 @@ from nbagent import approval, structured
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.prompts import PromptDictType, PromptTemplate, template_text
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
@@ -122,9 +123,20 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         self.llm = llm
         self.max_function_calls = max_function_calls
         self.allow_parallel_tool_calls = allow_parallel_tool_calls
-        self.system_prompt = system_prompt
+        self.system_prompt = None if system_prompt is None else template_text(system_prompt, "system_prompt")
         self.verbose = verbose
         self.tool_retriever = tool_retriever
+
+    # ----- prompts ("system_prompt": sent first on every model call; empty: none) ----------
+    def _get_prompts(self) -> PromptDictType:
+        return {"system_prompt": PromptTemplate(self.system_prompt or "")}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "system_prompt" in prompts_dict:
+            self.system_prompt = prompts_dict["system_prompt"].template or None
+
+    def prompt_preview(self) -> str | None:
+        return self.system_prompt or None
 
     @classmethod
     def from_tools(

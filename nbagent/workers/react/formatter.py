@@ -19,7 +19,8 @@ from nbagent.workers.react.output_parser import (
     ObservationReasoningStep,
     ReasoningStep,
 )
-from nbagent.workers.react.prompt import render_system_prompt
+from nbagent.prompts import PromptTemplate, template_text
+from nbagent.workers.react.prompt import REACT_SYSTEM_PROMPT, render_system_prompt
 
 __all__ = ["ReActChatFormatter", "MESSAGE_OVERHEAD_TOKENS", "omitted_note"]
 
@@ -34,12 +35,53 @@ def omitted_note(n: int) -> ChatMessage:
 
 
 class ReActChatFormatter:
-    """Renders the system prompt, each reasoning step, and the prompt of a step."""
+    """Renders the system prompt, each reasoning step, and the prompt of a step.
 
-    def __init__(self, system_prompt: str | None = None, context: str | None = None) -> None:
-        self.system_prompt = system_prompt
+    ``system_prompt`` (the reference calls it ``system_header``) is the ReAct header
+    template, None for nbagent's default; ``observation_role`` is the role tool results come
+    back with (the reference's default, user; or tool).
+    """
+
+    def __init__(
+        self,
+        system_prompt: str | PromptTemplate | None = None,
+        context: str | None = None,
+        *,
+        system_header: str | PromptTemplate | None = None,
+        observation_role: MessageRole | str = MessageRole.USER,
+    ) -> None:
+        if system_prompt is not None and system_header is not None:
+            raise ValueError("pass the ReAct header once: system_prompt=... or system_header=...")
+        header = system_prompt if system_prompt is not None else system_header
+        self.system_prompt = None if header is None else template_text(header, "system_header")
         self.context = context
+        self.observation_role = MessageRole(observation_role)
         self._system_cache: dict[tuple[FunctionTool, ...], ChatMessage] = {}
+
+    @classmethod
+    def from_defaults(
+        cls,
+        system_header: str | PromptTemplate | None = None,
+        context: str | None = None,
+        observation_role: MessageRole | str = MessageRole.USER,
+    ) -> ReActChatFormatter:
+        """The reference's constructor: nbagent's default header unless one is given."""
+        return cls(system_header=system_header, context=context or None, observation_role=observation_role)
+
+    @property
+    def system_header(self) -> str:
+        """The ReAct header template in use (nbagent's default when none was given)."""
+        return REACT_SYSTEM_PROMPT if self.system_prompt is None else self.system_prompt
+
+    @system_header.setter
+    def system_header(self, value: str | PromptTemplate) -> None:
+        self.system_prompt = template_text(value, "system_header")
+        self._system_cache.clear()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name in ("system_prompt", "context") and "_system_cache" in self.__dict__:
+            self._system_cache.clear()  # a new header or context: render the prompt again
 
     def system_message(self, tools: Sequence[FunctionTool]) -> ChatMessage:
         """The system prompt for these tools (rendered once per tool set: schemas are costly)."""
@@ -54,13 +96,20 @@ class ReActChatFormatter:
         return message
 
     @staticmethod
-    def render(step: ReasoningStep) -> tuple[ChatMessage, int]:
+    def render(
+        step: ReasoningStep, observation_role: MessageRole = MessageRole.USER
+    ) -> tuple[ChatMessage, int]:
         """A reasoning step as the message the model sees, with its token count.
 
-        The model's own turns are assistant messages; observations come back as user messages.
+        The model's own turns are assistant messages; observations come back with
+        ``observation_role`` (user by default), what a person typed as a user message.
         """
-        from_user = isinstance(step, (ObservationReasoningStep, HumanReasoningStep))
-        role = MessageRole.USER if from_user else MessageRole.ASSISTANT
+        if isinstance(step, ObservationReasoningStep):
+            role = observation_role
+        elif isinstance(step, HumanReasoningStep):
+            role = MessageRole.USER
+        else:
+            role = MessageRole.ASSISTANT
         message = ChatMessage(role=role, content=step.content)
         return message, MESSAGE_OVERHEAD_TOKENS + count_tokens(step.content)
 
@@ -86,6 +135,17 @@ class ReActChatFormatter:
         return start
 
     def format(
+        self,
+        tools: Sequence[FunctionTool],
+        chat_history: Sequence[ChatMessage] | None = None,
+        current_reasoning: Sequence[ReasoningStep] | None = None,
+    ) -> list[ChatMessage]:
+        """The reference's call: system prompt, the chat history, then every reasoning step."""
+        out = [self.system_message(tools), *(chat_history or [])]
+        out.extend(self.render(r, self.observation_role)[0] for r in current_reasoning or [])
+        return out
+
+    def format_window(
         self,
         tools: Sequence[FunctionTool],
         history: Sequence[ChatMessage],

@@ -3,7 +3,9 @@
 A template is plain text with up to three placeholders, filled by ``str.replace`` (so JSON
 braces in a template need no escaping): ``{tool_desc}`` (one entry per tool with its JSON
 schema), ``{tool_names}`` (comma-separated) and ``{context}`` (the worker's ``context``
-section, or nothing).
+section, or nothing). A template written for the reference, where literal braces are doubled
+(``{{"input": "hello"}}``, ``str.format`` style), is recognised by its ``{{`` and its doubled
+braces are made single, as the reference's ``str.format`` would.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from nbagent.tools import FunctionTool
 
@@ -55,6 +58,7 @@ FORMAT_REMINDER = (
 )
 
 _PLACEHOLDER_RE = re.compile(r"\{(?:context|tool_names|tool_desc)\}")
+_FORMAT_STYLE_RE = re.compile(r"\{\{|\}\}|\{(?:context|tool_names|tool_desc)\}")
 _NO_TOOLS = "(no tools: answer from what you know)"
 
 
@@ -74,12 +78,16 @@ def format_tool_descriptions(tools: Sequence[FunctionTool]) -> str:
 
 
 def render_system_prompt(
-    tools: Sequence[FunctionTool], template: str | None = None, context: str | None = None
+    tools: Sequence[FunctionTool], template: Any = None, context: str | None = None
 ) -> str:
-    """Fill a template (the default ``REACT_SYSTEM_PROMPT``) for these tools."""
+    """Fill a template (the default ``REACT_SYSTEM_PROMPT``; a str or a PromptTemplate) for
+    these tools."""
     template = REACT_SYSTEM_PROMPT if template is None else template
     if not isinstance(template, str):
-        raise TypeError(f"react_system_prompt must be a str template, got {type(template).__name__}")
+        text = getattr(template, "template", None)
+        if not isinstance(text, str):
+            raise TypeError(f"react_system_prompt must be a str template, got {type(template).__name__}")
+        template = text
     names = ", ".join(t.name for t in tools) or "(none)"
     context_text = f"\n## Context\n\n{context.strip()}\n" if context and context.strip() else ""
     values = {
@@ -88,4 +96,7 @@ def render_system_prompt(
         "{tool_desc}": format_tool_descriptions(tools),
     }
     # One pass, so a placeholder written inside a tool's description is left alone.
+    if "{{" in template:  # written for str.format: {{ and }} stand for single braces
+        values["{{"], values["}}"] = "{", "}"
+        return _FORMAT_STYLE_RE.sub(lambda m: values[m.group(0)], template)
     return _PLACEHOLDER_RE.sub(lambda m: values[m.group(0)], template)

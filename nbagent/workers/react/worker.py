@@ -23,6 +23,7 @@ from nbagent import approval, structured
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.prompts import PromptDictType, PromptTemplate
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import (
     AgentChatResponse,
@@ -109,7 +110,14 @@ class ReActAgentWorker(BaseAgentWorker):
         self.reasoning_token_budget = reasoning_token_budget
         self.tool_retriever = tool_retriever
         self.output_parser = output_parser or ReActOutputParser()
-        self.formatter = formatter or ReActChatFormatter(react_system_prompt, context)
+        if formatter is None:
+            formatter = ReActChatFormatter(react_system_prompt, context)
+        else:  # a formatter given with a header or context: they apply to it, not vanish
+            if react_system_prompt is not None:
+                formatter.system_header = react_system_prompt
+            if context is not None:
+                formatter.context = context
+        self.formatter = formatter
 
     @classmethod
     def from_tools(
@@ -125,6 +133,18 @@ class ReActAgentWorker(BaseAgentWorker):
         if "react_chat_formatter" in kwargs:
             kwargs["formatter"] = kwargs.pop("react_chat_formatter")
         return cls(tools, llm, max_iterations=max_iterations, verbose=verbose, **kwargs)  # type: ignore[arg-type]
+
+    # ----- prompts (the reference's key: "system_prompt", the ReAct header) -----------------
+    def _get_prompts(self) -> PromptDictType:
+        return {"system_prompt": PromptTemplate(self.formatter.system_header)}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "system_prompt" in prompts_dict:
+            self.formatter.system_header = prompts_dict["system_prompt"].template
+
+    def prompt_preview(self) -> str | None:
+        """The ReAct system prompt as the model sees it, filled for the worker's tools."""
+        return self.formatter.system_message(self.tools).text
 
     # ----- tools -------------------------------------------------------------------------
     def get_tools(self, input: str) -> list[FunctionTool]:
@@ -206,7 +226,7 @@ class ReActAgentWorker(BaseAgentWorker):
                 print(f"> User input: {step.input}")
         state["iterations"] = n + 1
         tools = self.get_tools(task.input)
-        messages = self.formatter.format(
+        messages = self.formatter.format_window(
             tools,
             task.memory.get(input=task.input),
             task.scratch_memory.get_all()[:1],  # the question; later input is in the reasoning
@@ -222,7 +242,7 @@ class ReActAgentWorker(BaseAgentWorker):
         return tools, messages
 
     def _record(self, task: Task, rstep: ReasoningStep) -> None:
-        message, tokens = self.formatter.render(rstep)
+        message, tokens = self.formatter.render(rstep, getattr(self.formatter, "observation_role", MessageRole.USER))
         state = task.extra_state
         state["reasoning"].append(rstep)
         state["reasoning_messages"].append(message)
