@@ -422,11 +422,9 @@ class ReActAgent(BaseWorkflowAgent):
     ) -> list[ChatMessage]:
         formatter = self.formatter
         if isinstance(formatter, ReActChatFormatter):
-            return [
-                self.system_message(tools, context),
-                *history,
-                *(ReActChatFormatter.render(r)[0] for r in reasoning),
-            ]
+            role = getattr(formatter, "observation_role", None)  # who tool results come from
+            rendered = (formatter.render(r, role) if role is not None else formatter.render(r) for r in reasoning)
+            return [self.system_message(tools, context), *history, *(m for m, _ in rendered)]
         if hasattr(formatter, "context"):  # the reference's formatter contract
             formatter.context = context or ""
         return list(formatter.format(list(tools), chat_history=history, current_reasoning=reasoning))
