@@ -1,0 +1,184 @@
+"""Ctrl-C between any two lines: a call either takes effect whole or leaves the task as it was.
+
+Each sweep raises ``KeyboardInterrupt`` at every nbagent line a call executes (see
+``tests/interrupt_harness.py``), then checks the task against a full structural dump taken
+before the call (same objects back in place, not copies), checks that nothing is left
+running, and that the same call then works and gives what an uninterrupted call gives.
+
+An interrupted step is recorded as a failed attempt (``failures``; the panel shows it and
+offers a retry), so the failure log may grow by one ``KeyboardInterrupt`` record; nothing
+else may change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nbagent import AgentRunner, ChatMessage, FunctionLLM, FunctionTool, seed_ids
+from nbagent.workers.react import ReActAgentWorker
+from tests.interrupt_harness import diff, dump, sweep
+
+RESULTS: dict[str, str] = {}
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _reply(messages: list[ChatMessage], tools: Any) -> str:
+    """A ReAct model that adds 1 three times, then answers: its reply depends only on the
+    prompt, so a rolled-back attempt and its retry see the same thing."""
+    seen = sum(m.text.count("Observation:") for m in messages)
+    if seen < 3:
+        return f'Thought: add one more.\nAction: add\nAction Input: {{"a": {seen}, "b": 1}}'
+    return "Thought: done.\nAnswer: three"
+
+
+def react_runner(**kw: Any) -> AgentRunner:
+    worker = ReActAgentWorker.from_tools(
+        [FunctionTool.from_defaults(add)], llm=FunctionLLM(_reply, function_calling=False)
+    )
+    return AgentRunner(worker, **kw)
+
+
+class Ctx:
+    """One setup: a runner and a task that has done ``done`` steps."""
+
+    def __init__(self, done: int, memory: bool = False) -> None:
+        seed_ids(12)
+        self.runner = react_runner()
+        if memory:
+            self.runner.chat("warm up")
+        self.task = self.runner.create_task("add one three times")
+        self.step_ids = []
+        for _ in range(done):
+            self.step_ids.append(self.runner.state_of(self.task).step_queue[0].step_id)
+            self.runner.run_step(self.task)
+        self.failures = len(self.runner.state_of(self.task).failures)
+
+    @property
+    def tid(self) -> str:
+        return self.task.task_id
+
+
+def _snapshot(ctx: Ctx) -> dict[str, Any]:
+    return dump(ctx.runner, ctx.tid, identity=True)
+
+
+def _reference(done: int, call: Any) -> dict[str, Any]:
+    ctx = Ctx(done)
+    call(ctx)
+    return dump(ctx.runner, ctx.tid)
+
+
+def _check_task(call: Any, done: int) -> Any:
+    want_after = _reference(done, call)
+
+    def check(ctx: Ctx, before: dict[str, Any], where: str) -> None:
+        state = ctx.runner.state_of(ctx.tid)
+        now = dump(ctx.runner, ctx.tid, identity=True)
+        assert now == before, f"task changed: {diff(before, now)}"
+        assert not state.running
+        new = state.failures[ctx.failures :]
+        assert len(new) <= 1 and all(f.error_type == "KeyboardInterrupt" for f in new), new
+        call(ctx)  # the next call works, and does what an uninterrupted call does
+        again = dump(ctx.runner, ctx.tid)
+        assert again == want_after, f"retry differs: {diff(want_after, again)}"
+
+    return check
+
+
+def _run(name: str, done: int, call: Any) -> None:
+    result = sweep(name, lambda: Ctx(done), call, _check_task(call, done), snapshot=_snapshot)
+    RESULTS[name] = str(result)
+    print(result)
+    assert result.tried > 20, result
+    assert not result.broken, f"{result}; first broken points:\n" + "\n".join(result.broken[:8])
+
+
+def test_run_step_survives_an_interrupt_at_every_line() -> None:
+    _run("run_step", 1, lambda c: c.runner.run_step(c.task))
+
+
+def test_run_step_with_steering_input_survives_an_interrupt_at_every_line() -> None:
+    _run("run_step(input=...)", 1, lambda c: c.runner.run_step(c.task, input="now add two"))
+
+
+def test_arun_step_survives_an_interrupt_at_every_line() -> None:
+    def call(c: Ctx) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(c.runner.arun_step(c.task))
+        finally:
+            loop.close()
+
+    _run("arun_step", 1, call)
+
+
+def test_last_step_survives_an_interrupt_at_every_line() -> None:
+    _run("run_step (last)", 3, lambda c: c.runner.run_step(c.task))
+
+
+def test_undo_step_survives_an_interrupt_at_every_line() -> None:
+    _run("undo_step", 2, lambda c: c.runner.undo_step(c.task))
+
+
+def test_goto_step_survives_an_interrupt_at_every_line() -> None:
+    _run("goto_step", 3, lambda c: c.runner.goto_step(c.task, c.step_ids[0]))
+
+
+def test_fork_survives_an_interrupt_at_every_line() -> None:
+    _run("fork", 3, lambda c: c.runner.fork(c.task, c.step_ids[1], input="try again"))
+
+
+def test_chat_survives_an_interrupt_at_every_line() -> None:
+    """chat makes a task: interrupted, memory is as before and no task is left running (or
+    the exchange is in memory once and its task is finalized); the next chat works."""
+
+    def setup() -> AgentRunner:
+        seed_ids(12)
+        runner = react_runner()
+        runner.chat("first question")
+        return runner
+
+    ref = setup()
+    ref.chat("second question")
+    want_memory = [m.model_dump() for m in ref.memory.get_all()]
+
+    def snapshot(runner: AgentRunner) -> dict[str, Any]:
+        return {
+            "memory": [m.model_dump() for m in runner.memory.get_all()],
+            "tasks": {t: dump(runner, t, identity=True) for t in runner.tasks},
+        }
+
+    def check(runner: AgentRunner, before: dict[str, Any], where: str) -> None:
+        memory = [m.model_dump() for m in runner.memory.get_all()]
+        for tid, old in before["tasks"].items():
+            assert dump(runner, tid, identity=True) == old, f"an earlier task changed: {tid}"
+        new = [s for t, s in runner.tasks.items() if t not in before["tasks"]]
+        assert all(not s.running for s in new)
+        if memory == before["memory"]:
+            assert all(not s.finalized for s in new)
+        else:
+            assert memory == want_memory, "memory is neither as before nor as after"
+            assert len(new) == 1 and new[0].finalized
+        if memory == before["memory"]:
+            assert str(runner.chat("second question")) == "three"
+            assert [m.model_dump() for m in runner.memory.get_all()] == want_memory
+
+    result = sweep("chat", setup, lambda r: r.chat("second question"), check, snapshot=snapshot)
+    RESULTS["chat"] = str(result)
+    print(result)
+    assert result.tried > 50, result
+    assert not result.broken, f"{result}; first broken points:\n" + "\n".join(result.broken[:8])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report() -> Any:
+    yield
+    if RESULTS:
+        print("\ninterrupt points: " + "; ".join(RESULTS.values()))
