@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
-from nbagent.events import StepEdited
+from nbagent.events import StepEdited, StepUndone
 from nbagent.runner.state import StepStatus, TaskState
 from nbagent.schema import TaskStep, TaskStepOutput
 
@@ -73,7 +73,10 @@ def _check_idle(state: TaskState) -> None:
             "not finalized or abandoned (its answer already went to memory)"
         )
     if state.running:
-        raise TaskStateError(f"task {state.task_id!r} is running a step; go back after it ends")
+        raise TaskStateError(
+            f"task {state.task_id!r} is busy: step(s) {sorted(state.running)} are running; "
+            "go back after it ends"
+        )
 
 
 def _step(state: TaskState, step_id: str) -> TaskStep:
@@ -93,21 +96,16 @@ def _next_ready(state: TaskState) -> TaskStep | None:
     return state.step_queue[0] if state.step_queue else None
 
 
-def goto_step(runner: AgentRunner, task: TaskRef, step_id: str, *, before: bool = False) -> TaskStep | None:
-    """Undo back to just after ``step_id`` completed (or just before it ran, ``before=True``).
-
-    Returns the step that would run next (None if the task's last step is done).
-    """
+def _plan_goto(state: TaskState, step_id: str, before: bool) -> tuple[TaskStep, int]:
+    """The step to go back to and how many completed steps to undo (-1: none, it is queued)."""
     from nbagent.runner.base import TaskStateError
 
-    state = runner.state_of(task)
-    _check_idle(state)
     step = _step(state, step_id)
     sid = step.step_id
     if sid not in state.outputs:
         status = state.step_status(sid)
         if before and any(s is step for s in state.step_queue):
-            return step  # already just before it
+            return step, -1  # already just before it
         raise ValueError(
             f"step {sid!r} of task {state.task_id!r} is {status.value}; goto_step goes back to a "
             "done step of the current branch (an undone branch is kept to look at; fork from a "
@@ -119,34 +117,80 @@ def goto_step(runner: AgentRunner, task: TaskRef, step_id: str, *, before: bool 
             f"cannot go back to step {sid!r} of task {state.task_id!r}: its undo snapshot is not "
             "kept (the runner has keep_history=False)"
         )
-    n = len(state.history) - positions[-1] - (0 if before else 1)
+    return step, len(state.history) - positions[-1] - (0 if before else 1)
+
+
+def _undo_n(runner: AgentRunner, state: TaskState, n: int) -> None:
     for _ in range(n):
-        runner.undo_step(state.task_id)
-    return _next_ready(state)
+        undone = runner._undo_last(state)
+        runner._emit(StepUndone(state.task_id, step_id=undone.step_id))
+
+
+def _to_undo(state: TaskState, n: int) -> list[TaskStep]:
+    return [state.steps[h.step_id] for h in state.history[len(state.history) - n :]] if n > 0 else []
+
+
+def goto_step(runner: AgentRunner, task: TaskRef, step_id: str, *, before: bool = False) -> TaskStep | None:
+    """Undo back to just after ``step_id`` completed (or just before it ran, ``before=True``).
+
+    Returns the step that would run next (None if the task's last step is done). All or
+    nothing: interrupted, the task is as it was.
+    """
+    state = runner.state_of(task)
+    plan: list[Any] = []
+
+    def check() -> None:
+        _check_idle(state)
+        plan[:] = _plan_goto(state, step_id, before)
+
+    def body() -> TaskStep | None:
+        step, n = plan
+        if n < 0:
+            return step  # type: ignore[no-any-return]
+        _undo_n(runner, state, n)
+        return _next_ready(state)
+
+    return runner._transact(state, check, lambda: _to_undo(state, plan[1]), body)
 
 
 def fork(runner: AgentRunner, task: TaskRef, step_id: str, input: str | None = None) -> TaskStep:
     """Go back to just before ``step_id`` and put a new step (new id) in its place.
 
     The new step carries the old one's state and input (or ``input``); it is queued, not run.
-    The old step and the steps after it stay visible as an undone branch.
+    The old step and the steps after it stay visible as an undone branch. All or nothing.
     """
     state = runner.state_of(task)
-    _check_idle(state)
-    step = _step(state, step_id)
+    plan: list[Any] = []
+
+    def check() -> None:
+        _check_idle(state)
+        step = _step(state, step_id)
+        sid = step.step_id
+        if sid in state.outputs:
+            plan[:] = _plan_goto(state, sid, True)
+        elif not any(s is step for s in state.step_queue):
+            raise ValueError(
+                f"step {sid!r} of task {state.task_id!r} is {state.step_status(sid).value}; fork from "
+                "a done or queued step of the current branch"
+            )
+        elif state.failed_step_id() == sid:
+            raise ValueError(
+                f"step {sid!r} failed and waits to be retried; retry it with run_step(task, "
+                "input=...) or fork from the step before it"
+            )
+        else:
+            plan[:] = [step, -1]
+
+    def body() -> TaskStep:
+        step, n = plan
+        _undo_n(runner, state, n)
+        return _fork_at(runner, state, step, input)
+
+    return runner._transact(state, check, lambda: _to_undo(state, plan[1]), body)
+
+
+def _fork_at(runner: AgentRunner, state: TaskState, step: TaskStep, input: str | None) -> TaskStep:
     sid = step.step_id
-    if sid in state.outputs:
-        goto_step(runner, task, sid, before=True)
-    elif not any(s is step for s in state.step_queue):
-        raise ValueError(
-            f"step {sid!r} of task {state.task_id!r} is {state.step_status(sid).value}; fork from "
-            "a done or queued step of the current branch"
-        )
-    elif state.failed_step_id() == sid:
-        raise ValueError(
-            f"step {sid!r} failed and waits to be retried; retry it with run_step(task, "
-            "input=...) or fork from the step before it"
-        )
     new = TaskStep(
         task_id=step.task_id,
         input=step.input if input is None else input,

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 from nbagent import _sync
 from nbagent._compat import pop_callback_manager, warn_callback_manager
@@ -39,6 +39,7 @@ from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
 from nbagent.prompts import PromptMixin
 from nbagent.runner.agent_state import AgentState
+from nbagent.runner import txn
 from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
     AgentChatResponse,
@@ -54,6 +55,7 @@ __all__ = ["AgentRunner", "TaskRef", "UnknownTaskError", "TaskStateError"]
 TaskRef = Union[Task, str]
 Mode = Literal["wait", "stream"]
 ChatResponseType = Union[AgentChatResponse, StreamingAgentChatResponse]
+_T = TypeVar("_T")
 
 
 class UnknownTaskError(KeyError):
@@ -71,6 +73,13 @@ def _approvals() -> Any:
     from nbagent.runner import approvals
 
     return approvals
+
+
+def _busy(state: TaskState) -> str:
+    return (
+        f"task {state.task_id!r} is busy: it is already running step(s) {sorted(state.running)} "
+        "(another call, a thread or the panel's run); wait for it to end or stop it"
+    )
 
 
 class AgentRunner(PromptMixin):
@@ -267,9 +276,7 @@ class AgentRunner(PromptMixin):
         if state.finalized:
             raise TaskStateError(f"task {state.task_id!r} is finalized; create a new task")
         if state.running:
-            raise TaskStateError(
-                f"task {state.task_id!r} is already running step(s) {sorted(state.running)}"
-            )
+            raise TaskStateError(_busy(state))
 
     def _pick_step(self, state: TaskState, step: TaskStep | None) -> TaskStep:
         queue = state.step_queue
@@ -306,27 +313,67 @@ class AgentRunner(PromptMixin):
             f"{[s.step_id for s in queue]} wait for steps that are not done"
         )
 
-    # Three hooks around a step's state changes; ParallelAgentRunner overrides them so that a
-    # branch's rollback or undo never touches what its siblings did.
-    def _take_step(self, state: TaskState, step: TaskStep, input: str | None) -> StepSnapshot:
-        """Snapshot ``step``, set its new input, move it from the queue to running."""
-        snap = state.snapshot(step)
+    # Hooks around a step's state changes; ParallelAgentRunner overrides them so that a
+    # branch's rollback or undo never touches what its siblings did. The transaction rules
+    # that make a step safe to interrupt anywhere are in ``nbagent.runner.txn``.
+    def _snapshot_step(self, state: TaskState, step: TaskStep) -> StepSnapshot:
+        """What ``step`` may change, taken before anything changes."""
+        return state.snapshot(step)
+
+    def _take_step(self, state: TaskState, step: TaskStep, snap: StepSnapshot, input: str | None) -> None:
+        """Mark ``step`` running (the task is busy from here), set its new input, unqueue it."""
+        state.running.add(step.step_id)
         if input is not None:
             step.input = input
         state.step_queue.remove(step)
-        state.running.add(step.step_id)
-        return snap
 
     def _roll_back(self, state: TaskState, step: TaskStep, snap: StepSnapshot) -> None:
-        """Undo what a failed step changed; it goes back to the queue."""
-        state.running.discard(step.step_id)
+        """Undo what a failed step changed; it goes back to the queue (idempotent)."""
         state.restore(snap)
+        state.running.discard(step.step_id)
 
     def _commit(
         self, state: TaskState, step: TaskStep, output: TaskStepOutput, snap: StepSnapshot
     ) -> None:
         """Record a finished step's output and queue its next steps."""
         state.complete(step, output, snap)
+
+    def _undo_attempt(self, state: TaskState, att: txn.StepAttempt) -> None:
+        """Take back all an interrupted or failed attempt did, whatever line it reached."""
+        assert att.step is not None and att.snap is not None
+        if att.output is not None and att.mark is not None:
+            txn.undo_commit(state, att.step, att.output, att.snap, att.mark)
+        self._roll_back(state, att.step, att.snap)
+
+    def _abort_step(self, state: TaskState, att: txn.StepAttempt, error: BaseException) -> None:
+        """The ``except`` of ``_astep``: roll the attempt back, record it as failed."""
+        if att.ctx_token is not None:
+            try:
+                _reset_current(att.ctx_token)
+            except (RuntimeError, ValueError):  # already reset, or another context's token
+                pass
+        step = att.step
+        if step is None or att.snap is None:
+            return  # failed before taking the step: nothing changed
+        with txn.LOCK:
+            if att.output is not None and att.mark is not None:
+                mine = not (state.running - {step.step_id}) or self._owns_running(state)
+                if not (mine and txn.committed_on_top(state, att.output, att.mark)):
+                    return  # its commit was complete and another call has built on it
+            txn.retry(self._undo_attempt, state, att)
+            failure = state.record_failure(step, error)
+        self._emit(
+            StepFailed(
+                state.task_id,
+                step_id=step.step_id,
+                error_type=failure.error_type,
+                error=failure.message,
+            )
+        )
+
+    def _owns_running(self, state: TaskState) -> bool:
+        """Whether the steps running now were started by this caller (parallel runs)."""
+        return False
 
     async def _astep(
         self,
@@ -337,67 +384,64 @@ class AgentRunner(PromptMixin):
         **kwargs: Any,
     ) -> TaskStepOutput:
         state = self.state_of(task_id)
-        self._check_runnable(state)
-        step = self._pick_step(state, step)
-        snap = self._take_step(state, step, input)
-        task = state.task
-        ctx = StepContext(task.task_id, step.step_id, self.events)
-        token = _set_current(ctx)
-        if self.events.active:
-            self.events.emit(StepStarted(task.task_id, step_id=step.step_id, input=step.input))
-        if self.verbose:
-            print(f"> Running step {step.step_id}. Step input: {step.input}")
-        start = time.perf_counter()
-        try:
+        att = txn.StepAttempt()
+        try:  # from here to the return, any exception puts the task back (see runner.txn)
+            with txn.LOCK:
+                self._check_runnable(state)
+                picked = att.step = self._pick_step(state, step)
+                att.snap = self._snapshot_step(state, picked)
+                self._take_step(state, picked, att.snap, input)
+            task = state.task
+            ctx = StepContext(task.task_id, picked.step_id, self.events)
+            att.ctx_token = _set_current(ctx)
+            if self.events.active:
+                self.events.emit(StepStarted(task.task_id, step_id=picked.step_id, input=picked.input))
+            if self.verbose:
+                print(f"> Running step {picked.step_id}. Step input: {picked.input}")
+            start = time.perf_counter()
             if mode == "stream":
-                output = await self.agent_worker.astream_step(step, task, **kwargs)
+                output = await self.agent_worker.astream_step(picked, task, **kwargs)
             else:
-                output = await self.agent_worker.arun_step(step, task, **kwargs)
+                output = await self.agent_worker.arun_step(picked, task, **kwargs)
             if not isinstance(output, TaskStepOutput):
                 raise TypeError(
                     f"{type(self.agent_worker).__name__} returned {type(output).__name__}; "
                     "a step must return a TaskStepOutput"
                 )
+            latency = time.perf_counter() - start
+            _reset_current(att.ctx_token)
+            att.ctx_token = None
+            # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
+            # would add a few hundred bytes to every retained output
+            output.__dict__["latency_s"] = latency
+            if ctx.usage is not None:
+                output.__dict__["usage"] = ctx.usage
+            with txn.LOCK:
+                att.mark = txn.mark_commit(state, picked, output)
+                att.output = output
+                self._commit(state, picked, output, att.snap)
+                state.running.discard(picked.step_id)  # last: the task is free again
+            self._after_step(state, output)
+            if isinstance(output.output, StreamingAgentChatResponse):
+                # the answer's tokens are read after the step returns: report them as they come
+                tid, sid = task.task_id, picked.step_id
+                output.output.add_token_callback(
+                    lambda tok: self._emit(TokenStreamed(tid, step_id=sid, token=tok))
+                )
+            if self.events.active:
+                self.events.emit(
+                    StepCompleted(
+                        task.task_id,
+                        step_id=picked.step_id,
+                        is_last=output.is_last,
+                        next_step_ids=tuple(s.step_id for s in output.next_steps),
+                        latency_s=latency,
+                    )
+                )
+            return output
         except BaseException as error:
-            self._roll_back(state, step, snap)
-            failure = state.record_failure(step, error)
-            self._emit(
-                StepFailed(
-                    task.task_id,
-                    step_id=step.step_id,
-                    error_type=failure.error_type,
-                    error=failure.message,
-                )
-            )
+            self._abort_step(state, att, error)
             raise
-        finally:
-            _reset_current(token)
-        latency = time.perf_counter() - start
-        state.running.discard(step.step_id)
-        # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
-        # would add a few hundred bytes to every retained output
-        output.__dict__["latency_s"] = latency
-        if ctx.usage is not None:
-            output.__dict__["usage"] = ctx.usage
-        self._commit(state, step, output, snap)
-        self._after_step(state, output)
-        if isinstance(output.output, StreamingAgentChatResponse):
-            # the answer's tokens are read after the step returns: report them as they come
-            task_id, step_id = task.task_id, step.step_id
-            output.output.add_token_callback(
-                lambda tok: self._emit(TokenStreamed(task_id, step_id=step_id, token=tok))
-            )
-        if self.events.active:
-            self.events.emit(
-                StepCompleted(
-                    task.task_id,
-                    step_id=step.step_id,
-                    is_last=output.is_last,
-                    next_step_ids=tuple(s.step_id for s in output.next_steps),
-                    latency_s=latency,
-                )
-            )
-        return output
 
     # ----- stepping (reference API) ------------------------------------------------------
     async def arun_step(
@@ -431,24 +475,75 @@ class AgentRunner(PromptMixin):
         that step ran; the branch it produced stays in the graph, greyed.
         """
         state = self.state_of(task_id)
+
+        def undo() -> TaskStep:
+            step = self._undo_last(state)
+            if input is not None:
+                step.input = input
+            self._emit(StepUndone(state.task_id, step_id=step.step_id))
+            return step
+
+        return self._transact(
+            state,
+            lambda: self._check_undo(state),
+            lambda: [state.steps[state.history[-1].step_id]],
+            undo,
+        )
+
+    def _transact(
+        self,
+        state: TaskState,
+        check: Callable[[], Any],
+        touched: Callable[[], list[TaskStep]],
+        body: Callable[[], _T],
+    ) -> _T:
+        """Run ``body`` (undo, goto, fork) all or nothing: under ``txn.LOCK``, after
+        ``check``, with a checkpoint of the task that any exception restores."""
+        cp: txn.Checkpoint | None = None
+        reverted = False
+        try:
+            with txn.LOCK:
+                try:
+                    check()
+                    cp = txn.Checkpoint(state, touched())
+                    return body()
+                except BaseException:
+                    if cp is not None:
+                        txn.retry(cp.restore)
+                        reverted = True
+                        self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
+                    raise
+        except BaseException:  # landed after the body, as the lock was let go
+            if cp is not None and not reverted:
+                self._revert(state, cp)
+            raise
+
+    def _check_undo(self, state: TaskState) -> None:
         if state.finalized or state.abandoned:
             raise TaskStateError(
                 f"task {state.task_id!r} is {state.status.value}; only a task that is not "
                 "finalized or abandoned can undo a step"
             )
         if state.running:
-            raise TaskStateError(f"task {state.task_id!r} is running a step; undo after it ends")
+            raise TaskStateError(_busy(state) + "; undo after it ends")
         if not state.history:
             why = "no step has completed" if not state.completed_steps else (
                 "undo history is off (keep_history=False)"
             )
             raise TaskStateError(f"nothing to undo in task {state.task_id!r}: {why}")
+
+    def _undo_last(self, state: TaskState) -> TaskStep:
+        """Take back the last completed step (no checks, no event); return it."""
         _, snap = state.undo()
-        step = state.steps[snap.step_id]
-        if input is not None:
-            step.input = input
-        self._emit(StepUndone(state.task_id, step_id=step.step_id))
-        return step
+        return state.steps[snap.step_id]
+
+    def _revert(self, state: TaskState, cp: txn.Checkpoint) -> None:
+        """Put a task back to a checkpoint after an interrupted undo, goto or fork."""
+        with txn.LOCK:
+            if state.running:
+                return  # another call started a step on the changed task: leave it
+            txn.retry(cp.restore)
+        self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
 
     def abandon_task(self, task_id: TaskRef) -> None:
         """Give up on a task: nothing it did reaches the runner's memory."""
@@ -556,10 +651,17 @@ class AgentRunner(PromptMixin):
     def _finish(self, state: TaskState, output: ChatResponseType, text: str) -> None:
         if state.finalized:
             return
-        self.agent_worker.finalize_task(state.task)
-        self.memory.put_messages(state.task.scratch_memory.get_all())
-        state.finalized = True
-        state.final_response = output
+        before = self.memory.snapshot()
+        try:  # all or nothing: the task's messages reach memory once, with finalized set
+            self.agent_worker.finalize_task(state.task)
+            self.memory.put_messages(state.task.scratch_memory.get_all())
+            state.final_response = output
+            state.finalized = True
+        except BaseException:
+            if not state.finalized:
+                state.final_response = None
+                txn.retry(self.memory.restore, before)
+            raise
         self._emit(TaskFinalized(state.task_id, response=text))
         if self.delete_task_on_finish and state.task_id in self._tasks:
             self.delete_task(state.task_id)

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbagent import _sync
-from nbagent.events import StepUndone
-from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError
+from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError, _busy
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.runner.state import _NO_STATE, StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import TaskStep, TaskStepOutput
@@ -114,6 +113,9 @@ class ParallelAgentRunner(AgentRunner):
             raise TaskStateError(f"task {state.task_id!r} was abandoned; create a new task")
         if state.finalized:
             raise TaskStateError(f"task {state.task_id!r} is finalized; create a new task")
+        if state.running and not self._owns_running(state):
+            # steps of one task run together on one event loop; another thread must wait
+            raise TaskStateError(_busy(state))
 
     def _pick_step(self, state: TaskState, step: TaskStep | None) -> TaskStep:
         queue = state.step_queue
@@ -148,7 +150,7 @@ class ParallelAgentRunner(AgentRunner):
             )
         return step
 
-    def _take_step(self, state: TaskState, step: TaskStep, input: str | None) -> StepSnapshot:
+    def _snapshot_step(self, state: TaskState, step: TaskStep) -> StepSnapshot:
         alone = not state.running
         if alone:  # full snapshot: it may be restored as a whole, as in AgentRunner
             base = state.snapshot(step)
@@ -169,27 +171,40 @@ class ParallelAgentRunner(AgentRunner):
             )
         snap.done_before = len(state.completed_steps)
         snap.started = next(_clock)
+        return snap
+
+    def _take_step(self, state: TaskState, step: TaskStep, snap: StepSnapshot, input: str | None) -> None:
+        if not state.running:  # the first step of a run: this loop owns the task until it ends
+            _owners(self)[state.task_id] = asyncio.get_running_loop()
+        state.running.add(step.step_id)
         if input is not None:
             step.input = input
         queue = state.step_queue
         i = _index_of(queue, step)
         if i == 0:
             queue.popleft()
-        else:
+        elif i > 0:
             del queue[i]
-        state.running.add(step.step_id)
-        return snap
+
+    def _owns_running(self, state: TaskState) -> bool:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return _owners(self).get(state.task_id) is loop
 
     def _roll_back(self, state: TaskState, step: TaskStep, snap: StepSnapshot) -> None:
-        state.running.discard(step.step_id)
+        others = state.running - {step.step_id}
         whole = not isinstance(snap, BranchSnapshot) or (
-            snap.alone and not state.running and len(state.completed_steps) == snap.done_before
+            snap.alone and not others and len(state.completed_steps) == snap.done_before
         )
         if whole:  # it ran alone: exactly as AgentRunner
             state.restore(snap)
-            return
-        self._restore_own(state, step, snap)
-        state.step_queue.appendleft(step)
+        else:
+            self._restore_own(state, step, snap)
+            if _index_of(state.step_queue, step) < 0:
+                state.step_queue.appendleft(step)
+        state.running.discard(step.step_id)
 
     def _restore_own(self, state: TaskState, step: TaskStep, snap: StepSnapshot) -> None:
         """Put back a step's input and, if no other step shares it, its ``step_state``."""
@@ -226,7 +241,7 @@ class ParallelAgentRunner(AgentRunner):
             state.history.append(snap)
 
     # ----- undo --------------------------------------------------------------------------
-    def undo_step(self, task_id: TaskRef, input: str | None = None) -> TaskStep:
+    def _undo_last(self, state: TaskState) -> TaskStep:
         """Take back the most recently finished step and queue it again.
 
         If it ran alone (no sibling overlapped it), everything goes back as in
@@ -234,21 +249,6 @@ class ParallelAgentRunner(AgentRunner):
         output, and its next steps (taken off the queue, greyed in the graph); what its
         siblings did stays.
         """
-        state = self.state_of(task_id)
-        if state.finalized or state.abandoned:
-            raise TaskStateError(
-                f"task {state.task_id!r} is {state.status.value}; only a task that is not "
-                "finalized or abandoned can undo a step"
-            )
-        if state.running:
-            raise TaskStateError(
-                f"task {state.task_id!r} is running step(s) {sorted(state.running)}; undo after they end"
-            )
-        if not state.history:
-            why = "no step has completed" if not state.completed_steps else (
-                "undo history is off (keep_history=False)"
-            )
-            raise TaskStateError(f"nothing to undo in task {state.task_id!r}: {why}")
         snap = state.history[-1]
         whole = not isinstance(snap, BranchSnapshot) or (
             snap.alone
@@ -279,9 +279,6 @@ class ParallelAgentRunner(AgentRunner):
             state.step_queue = deque([step, *kept])
         state.completed_steps = [o for o in state.completed_steps if o is not output]
         state.undone_outputs.append(output)
-        if input is not None:
-            step.input = input
-        self._emit(StepUndone(state.task_id, step_id=step.step_id))
         return step
 
     # ----- running the DAG ---------------------------------------------------------------
@@ -357,6 +354,14 @@ def _check_approvals(state: TaskState) -> None:
 
     for s in state.step_queue:
         check_decided(state, s)
+
+
+def _owners(runner: ParallelAgentRunner) -> dict[str, asyncio.AbstractEventLoop]:
+    """The event loop whose call runs each task's steps (meaningful while any are running)."""
+    owners = runner.__dict__.get("_loop_owners")
+    if owners is None:
+        owners = runner.__dict__.setdefault("_loop_owners", {})
+    return owners  # type: ignore[no-any-return]
 
 
 def _nothing_ready(state: TaskState) -> str:
