@@ -42,11 +42,14 @@ def local_ray() -> Iterator[None]:
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-    )  # workers inherit this process's environment: NBAGENT_BLOCK_NETWORK=1 holds there too
+    for attempt in (1, 2):  # Ray gives its node 30 s to start: a busy machine can miss that once
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break  # workers inherit this process's environment: NBAGENT_BLOCK_NETWORK=1 holds there too
+        except Exception as err:
+            ray.shutdown()
+            if attempt == 2 or "timed out during startup" not in str(err):
+                raise
     try:
         yield
     finally:
