@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from nbagent import FunctionLLM, ScriptedLLM, tool_call
+from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole
 from nbagent.prompts import PromptTemplate
 from nbagent.tools import FunctionTool
@@ -93,6 +94,12 @@ def test_context_of_an_agent_keeps_the_conversation_and_max_iterations_is_taken(
         memory = await ctx.get("memory")
         assert [m.text for m in memory.get_all() if m.role == MessageRole.USER] == ["My name is Logan", "What is my name?"]
 
+        memory = ChatMemoryBuffer.from_defaults()
+        memory.put(ChatMessage(role=MessageRole.USER, content="earlier"))
+        seen = FunctionAgent(llm=FunctionLLM(lambda messages, tools: f"{len(messages)} messages"))
+        assert str(await seen.run(user_msg="now", memory=memory)) == "2 messages"
+        assert [m.text for m in memory.get_all()] == ["earlier", "now", "2 messages"]
+
         looping = FunctionAgent(llm=ScriptedLLM([tool_call("multiply", a=1, b=1)], repeat_last=True), tools=[multiply])
         with pytest.raises(MaxAgentIterationsError, match=r"Max iterations of 2 reached! Either something went wrong"):
             await looping.run(user_msg="loop", max_iterations=2)
@@ -120,6 +127,8 @@ def test_workflow_agents_are_pydantic_models_with_tool_validation() -> None:
         FunctionAgent(name="x")
     with pytest.raises(ValidationError, match="LLM must be a FunctionCallingLLM"):
         FunctionAgent(llm=ScriptedLLM(["x"], function_calling=False))
+    with pytest.raises(ValidationError, match="tool\n  Extra inputs are not permitted"):
+        FunctionAgent(llm=llm, tool=[multiply])  # misspelt: refused, not silently ignored
     copy = agent.model_copy(update={"name": "math2"})
     assert copy.name == "math2" and copy.tools == agent.tools
 

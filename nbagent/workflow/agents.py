@@ -61,7 +61,7 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     ``AgentWorkflow`` and returns the same handler (``Context(agent)`` makes its context).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt option is an error
 
     name: str = Field(default="Agent", description="The name of the agent")
     description: str = Field(
