@@ -310,3 +310,21 @@ def test_an_agent_copy_or_one_set_up_for_handoffs_runs_on_its_own() -> None:
         assert twin._as_workflow() is not agent._as_workflow()
 
     run(go())
+
+
+def test_context_serializer_as_the_reference_docs_write_it() -> None:
+    from nbagent.workflow import CheckpointError, JsonPickleSerializer, JsonSerializer
+
+    async def go() -> None:
+        agent = FunctionAgent(llm=FunctionLLM(lambda messages, tools: f"{len(messages)} messages so far"))
+        ctx = Context(agent)
+        await agent.run(user_msg="My name is Logan", ctx=ctx)
+        ctx_dict = ctx.to_dict(serializer=JsonSerializer())
+        restored_ctx = Context.from_dict(agent, ctx_dict, serializer=JsonSerializer())
+        assert str(await agent.run(user_msg="What is my name?", ctx=restored_ctx)) == "3 messages so far"
+        with pytest.raises(CheckpointError, match="never pickled"):
+            ctx.to_dict(serializer=JsonPickleSerializer())
+        with pytest.raises(TypeError, match="serializer must be"):
+            Context.from_dict(agent, ctx_dict, serializer=object())
+
+    run(go())

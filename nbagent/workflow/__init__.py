@@ -40,6 +40,7 @@ from nbagent.workflow.multi_agent import (
     MaxAgentIterationsError,
 )
 from nbagent.workflow.runtime import WorkflowHandler
+from nbagent.workflow.serde import JsonPickleSerializer, JsonSerializer
 from nbagent.workflow.tools import workflow_tool
 from nbagent.workflow.trace import RunTrace
 from nbagent.workflow.workflow import Workflow
@@ -71,6 +72,8 @@ __all__ = [
     "Context",
     "current_context",
     "WorkflowHandler",
+    "JsonSerializer",
+    "JsonPickleSerializer",
     "Event",
     "StartEvent",
     "StopEvent",

@@ -23,7 +23,7 @@ from nbagent.workflow.events import (
     StopEvent,
     event_type_name,
 )
-from nbagent.workflow.serde import decode_event, decode_value, encode_event, encode_value
+from nbagent.workflow.serde import check_serializer, decode_event, decode_value, encode_event, encode_value
 
 if TYPE_CHECKING:
     from nbagent.workflow.runtime import Runner
@@ -374,12 +374,14 @@ class Context:
         self._answers.clear()
 
     # ----- checkpoints --------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, serializer: Any = None) -> dict[str, Any]:
         """Everything needed to resume, as JSON-safe data (``json.dumps`` takes it as is).
 
         A value that cannot be saved raises ``CheckpointError`` naming its key and type. Call it
-        from the run's own thread (or when no run is live).
+        from the run's own thread (or when no run is live). ``serializer``: the reference's
+        ``JsonSerializer()`` (the only format there is) or nothing.
         """
+        check_serializer(serializer)
         interrupted = [self._in_progress[k] for k in sorted(self._in_progress)]
         return {
             "format": CHECKPOINT_FORMAT,
@@ -426,8 +428,9 @@ class Context:
         }
 
     @classmethod
-    def from_dict(cls, workflow: Workflow, data: dict[str, Any]) -> Context:
+    def from_dict(cls, workflow: Workflow, data: dict[str, Any], serializer: Any = None) -> Context:
         """Load a context saved by ``to_dict`` for ``workflow`` (a workflow of the same class)."""
+        check_serializer(serializer)
         workflow = _as_workflow(workflow)
         if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(

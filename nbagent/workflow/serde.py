@@ -22,7 +22,16 @@ from nbagent.memory import ChatMemoryBuffer
 from nbagent.workflow.errors import CheckpointError
 from nbagent.workflow.events import Event, event_class, event_type_name
 
-__all__ = ["encode_value", "decode_value", "encode_event", "decode_event", "ALLOWED"]
+__all__ = [
+    "encode_value",
+    "decode_value",
+    "encode_event",
+    "decode_event",
+    "ALLOWED",
+    "JsonSerializer",
+    "JsonPickleSerializer",
+    "check_serializer",
+]
 
 TAG = "__nb__"
 ALLOWED = (
@@ -173,3 +182,32 @@ def decode_value(data: Any, path: str) -> Any:
         messages = decode_value(data["messages"], f"{path}.messages")
         return ChatMemoryBuffer(token_limit=int(data["token_limit"]), chat_history=messages)
     raise CheckpointError(f"{path}: unknown saved kind {kind!r}")
+
+
+class JsonSerializer:
+    """The reference's ``serializer=`` for ``ctx.to_dict`` / ``Context.from_dict``: plain JSON.
+
+    nbagent's checkpoints are always this format, so passing it changes nothing; it exists so
+    code written for the reference (``ctx.to_dict(serializer=JsonSerializer())``) runs unchanged.
+    """
+
+    def __repr__(self) -> str:
+        return "JsonSerializer()"
+
+
+class JsonPickleSerializer(JsonSerializer):
+    """The reference's pickle fallback. nbagent never unpickles: using it is an error."""
+
+
+def check_serializer(serializer: Any) -> None:
+    """Accept None or a ``JsonSerializer``; refuse pickle and anything else, saying why."""
+    if serializer is None or type(serializer) is JsonSerializer:
+        return
+    if isinstance(serializer, JsonPickleSerializer) or "pickle" in type(serializer).__name__.lower():
+        raise CheckpointError(
+            "nbagent checkpoints are plain JSON and never pickled (loading a pickle can run any "
+            "code); use serializer=JsonSerializer() or leave serializer out"
+        )
+    raise TypeError(
+        f"serializer must be nbagent.workflow.JsonSerializer() (or left out), got {type(serializer).__name__}"
+    )
