@@ -194,6 +194,11 @@ def decide(
                 tool.metadata.fn_schema.model_validate(arguments)
             except ValidationError as e:
                 raise ValueError(_validation_message(tool, e)) from None
+        check = getattr(tool, "argument_problems", None)  # a tool with a JSON schema (MCP)
+        if callable(check):
+            problems = check(arguments)
+            if problems:
+                raise ValueError(f"invalid arguments for tool {tool.name!r}: " + "; ".join(problems))
     if reason is not None and not isinstance(reason, str):
         raise TypeError(f"reason must be a str, got {type(reason).__name__}")
     entry = {

@@ -326,6 +326,28 @@ def test_an_image_result_reaches_the_multimodal_model(http_client: BasicMCPClien
     del png
 
 
+def test_a_call_needing_approval_waits_and_an_edit_is_checked_against_the_servers_schema(
+    http_client: BasicMCPClient,
+) -> None:
+    tools = McpToolSpec(http_client, allowed_tools=["add", "slow"], requires_approval=["add"]).to_tool_list()
+    assert [(t.name, t.requires_approval) for t in tools] == [("add", True), ("slow", False)]
+    llm = ScriptedLLM([tool_call("add", a=1, b=2), "done"])
+    runner = AgentRunner(FunctionCallingAgentWorker(tools, llm))
+    task = runner.create_task("add")
+    out = runner.run_step(task)
+    assert out.tool_outputs == ()  # nothing was sent to the server
+    (pending,) = runner.pending_approvals(task)
+    with pytest.raises(ValueError, match=r"invalid arguments for tool 'add': a: 'x' is not of type 'integer'"):
+        runner.approve(task, pending.call_id, {"a": "x", "b": 2})
+    runner.approve(task, pending.call_id, {"a": 5, "b": 6}, by="ana")
+    out = runner.run_step(task)
+    assert out.tool_outputs[0].raw_output.structured == {"total": 11, "terms": [5, 6]}
+    with pytest.raises(ValueError, match=r"requires_approval names \['nope'\]"):
+        McpToolSpec(http_client, requires_approval=["nope"]).to_tool_list()
+    with pytest.raises(TypeError, match="requires_approval"):
+        McpToolSpec(http_client, requires_approval="add")  # type: ignore[arg-type]
+
+
 # ----- failures: a server that dies or stalls ------------------------------------------------
 
 

@@ -80,6 +80,15 @@ print("target:", out.raw_output.structured["target"]["datetime"][11:])
 print("difference:", out.raw_output.structured["time_difference"])
 """),
     md("""
+The same call from async code: `await` it at the top level of a cell. It goes to the same
+session (`sessions_started` is still 1), whichever event loop awaits it:
+"""),
+    code("""
+out = await convert.acall(source_timezone="UTC", time="23:15", target_timezone="Asia/Kolkata")
+print("target:", out.raw_output.structured["target"]["datetime"][11:])
+print("sessions started:", client.sessions_started)
+"""),
+    md("""
 Arguments are checked against the server's schema **before** anything is sent. A mistake
 becomes an error the model reads (and can fix), not a crash:
 """),

@@ -1,9 +1,4 @@
-"""Tools from any Model Context Protocol server, on the official ``mcp`` SDK.
-
-``BasicMCPClient`` reaches one server: a command started over stdio, or a URL over
-streamable HTTP. ``McpToolSpec(client).to_tool_list()`` turns the server's tools into
-``McpTool`` objects, which are ``FunctionTool`` s: every worker, runner and workflow agent
-takes them as they are, with the server's own JSON schema.
+"""``BasicMCPClient``: one MCP server, its session on an event loop of its own.
 
 Why a thread per client: the SDK's session is an async context manager bound to the task
 that entered it. Here it lives in one task on an event loop of its own, in a daemon thread
@@ -11,14 +6,6 @@ owned by the client (never by a worker or a runner). Sync callers, async callers
 loop and Jupyter's running loop all hand their requests to that loop, so one session serves
 them all, and closing it (``close()``, ``runner.reset()``, interpreter exit) always runs the
 SDK's own shutdown, which stops the server process.
-
-Failures: a server's error result, or an error it answers with, reaches the model as a tool
-error it can correct. A server that cannot be started, dies or does not answer within
-``timeout`` raises ``MCPServerError``: the step fails and stays queued; the next call starts
-a fresh session, so retrying once the server is back works.
-
-The ``mcp`` package is imported only when a session starts: ``import nbagent`` stays light,
-and a saved run holding MCP results loads without it.
 """
 
 from __future__ import annotations
@@ -26,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import json
 import os
-import re
 import tempfile
 import threading
 import weakref
@@ -36,29 +21,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from nbagent.messages import ToolOutput
-from nbagent.tools import FunctionTool, ToolMetadata
-
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = [
-    "BasicMCPClient",
-    "McpToolSpec",
-    "McpTool",
-    "McpToolMetadata",
-    "McpToolResult",
-    "McpImage",
-    "MCPServerError",
-    "close_tool_sessions",
-    "tool_server",
-]
+__all__ = ["BasicMCPClient", "MCPServerError", "close_tool_sessions"]
 
 T = TypeVar("T")
 
-_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _STDERR_TAIL = 1500
 # JSON-RPC codes the SDK uses for "no answer": the connection closed, or the read timed out
 _CONNECTION_CLOSED = -32000
@@ -76,77 +45,6 @@ class MCPServerError(RuntimeError):
     def __init__(self, server: str, message: str) -> None:
         super().__init__(f"MCP server {server!r}: {message}")
         self.server = server
-
-
-# ----- results -----------------------------------------------------------------------------
-
-
-class McpImage(BaseModel):
-    """An image a tool returned: base64 data and its MIME type."""
-
-    data: str = Field(description="The image's bytes, base64-encoded.")
-    mime_type: str = Field(description="e.g. image/png")
-
-
-class McpToolResult(BaseModel):
-    """What an MCP tool call gave back, kept as ``ToolOutput.raw_output``.
-
-    ``text`` is what the model reads; ``structured`` is the server's structured content (a
-    JSON object) if it sent one; ``images`` the image blocks, which the multimodal worker
-    shows to its model.
-    """
-
-    server: str = Field(description="The server's name, for the views.")
-    tool: str = Field(description="The tool's name on the server.")
-    text: str = ""
-    structured: Any = None
-    images: list[McpImage] = Field(default_factory=list)
-    is_error: bool = False
-
-    def image_documents(self) -> list[Any]:
-        """The images as ``ImageDocument`` s (what the multimodal worker sends to its model)."""
-        from nbagent.workers.multimodal import ImageDocument
-
-        return [ImageDocument(image=im.data, image_mimetype=im.mime_type) for im in self.images]
-
-
-def _block_text(block: Any, images: list[McpImage]) -> str | None:
-    """One content block as text for the model; images are also collected."""
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        return str(block.text)
-    if kind == "image":
-        images.append(McpImage(data=block.data, mime_type=block.mime_type))
-        size = len(block.data) * 3 // 4
-        return f"[image {len(images)}: {block.mime_type}, about {size} bytes]"
-    if kind == "audio":
-        return f"[audio: {block.mime_type}, not shown to the model]"
-    if kind == "resource":
-        res = block.resource
-        text = getattr(res, "text", None)
-        if text is not None:
-            return f"[resource {res.uri}]\n{text}"
-        return f"[resource {res.uri}: {res.mime_type or 'binary'}, not shown to the model]"
-    if kind == "resource_link":
-        return f"[resource link: {block.uri}" + (f" ({block.description})" if block.description else "") + "]"
-    return f"[{kind or type(block).__name__} content, not shown to the model]"
-
-
-def to_tool_result(server: str, tool: str, result: Any) -> McpToolResult:
-    """An SDK ``CallToolResult`` as an ``McpToolResult``."""
-    images: list[McpImage] = []
-    texts = [t for t in (_block_text(b, images) for b in result.content or []) if t is not None]
-    structured = result.structured_content
-    text = "\n".join(texts)
-    if not texts and structured is not None:  # structured only: the model still needs text
-        text = json.dumps(structured, ensure_ascii=False, default=str)
-    return McpToolResult(
-        server=server, tool=tool, text=text, structured=structured, images=images,
-        is_error=bool(result.is_error),
-    )
-
-
-# ----- the client --------------------------------------------------------------------------
 
 
 class _Host:
@@ -606,12 +504,6 @@ def _describe(err: BaseException) -> str:
     return "; ".join(f"{type(e).__name__}: {e}" for e in leaves[:3]) or type(err).__name__
 
 
-def tool_server(out: ToolOutput) -> str | None:
-    """The MCP server a tool output came from (None for other tools), for the views."""
-    raw = out.raw_output
-    return raw.server if isinstance(raw, McpToolResult) and raw.server else None
-
-
 def close_tool_sessions(tools: Sequence[Any] | None) -> None:
     """Close the MCP sessions behind these tools (``runner.reset()`` does this)."""
     seen: set[int] = set()
@@ -620,235 +512,3 @@ def close_tool_sessions(tools: Sequence[Any] | None) -> None:
         if isinstance(client, BasicMCPClient) and id(client) not in seen:
             seen.add(id(client))
             client.close()
-
-
-# ----- tools -------------------------------------------------------------------------------
-
-
-class McpToolMetadata(ToolMetadata):
-    """A tool's metadata, with the server's JSON schema as the arguments' schema."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    output_schema: dict[str, Any] | None = None
-    server: str = Field(default="", description="The MCP server the tool lives on.")
-    mcp_name: str = Field(default="", description="The tool's name on the server.")
-
-    def parameters(self) -> dict[str, Any]:
-        schema = dict(self.input_schema)
-        schema.pop("title", None)
-        schema.setdefault("type", "object")
-        schema.setdefault("properties", {})
-        return schema
-
-
-def _tool_name(name: str) -> str:
-    """A server's tool name as one the models accept (letters, digits, '_' and '-', 64 max)."""
-    clean = _BAD_NAME_CHARS.sub("_", name)
-    if not clean or not (clean[0].isalpha() or clean[0] == "_"):
-        clean = "_" + clean
-    return clean[:64]
-
-
-class McpTool(FunctionTool):
-    """A tool on an MCP server, usable wherever a ``FunctionTool`` is.
-
-    Arguments are checked against the server's schema before the call (an error the model
-    sees and can fix); the result is an ``McpToolResult`` in ``ToolOutput.raw_output``.
-    """
-
-    metadata: McpToolMetadata
-
-    def __init__(self, client: BasicMCPClient, metadata: McpToolMetadata, *, resource_uri: str | None = None) -> None:
-        self.mcp_client = client
-        self.resource_uri = resource_uri
-        self._validator: Any = None
-
-        def call_server(**kwargs: Any) -> McpToolResult:
-            """Call the tool on its server (sync); transport failures raise MCPServerError."""
-            return client._run_sync(lambda c: self._send(c, kwargs), self._what())
-
-        call_server.__name__ = metadata.name
-        super().__init__(call_server, metadata)
-        self.is_async = True  # ainvoke awaits the server: never a thread for it
-
-    @property
-    def server(self) -> str:
-        return self.metadata.server
-
-    def _what(self) -> str:
-        if self.resource_uri is not None:
-            return f"reading resource {self.resource_uri!r}"
-        return f"calling tool {self.metadata.mcp_name!r}"
-
-    async def _send(self, client: Client, kwargs: dict[str, Any]) -> McpToolResult:
-        if self.resource_uri is not None:
-            res = await client.read_resource(self.resource_uri)
-            texts = []
-            for item in res.contents:
-                text = getattr(item, "text", None)
-                texts.append(text if text is not None else f"[{item.mime_type or 'binary'} data, not shown to the model]")
-            return McpToolResult(server=self.server, tool=self.metadata.mcp_name, text="\n".join(texts))
-        result = await client.call_tool(self.metadata.mcp_name, kwargs)
-        return to_tool_result(self.server, self.metadata.mcp_name, result)
-
-    def _schema_problems(self, kwargs: dict[str, Any]) -> list[str]:
-        if self._validator is None:
-            from jsonschema.validators import validator_for
-
-            schema = self.metadata.input_schema
-            cls = validator_for(schema)
-            cls.check_schema(schema)
-            self._validator = cls(schema)
-        problems = []
-        for e in sorted(self._validator.iter_errors(kwargs), key=lambda e: list(e.path)):
-            where = ".".join(str(p) for p in e.path) or "(arguments)"
-            problems.append(f"{where}: {e.message}")
-        return problems
-
-    async def ainvoke(self, kwargs: dict[str, Any], *, in_thread: bool = False) -> ToolOutput:
-        """Validate, call the server, wrap the result; ``MCPServerError`` if it cannot answer."""
-        from mcp import MCPError
-
-        if not isinstance(kwargs, dict):
-            return self._error({}, f"the arguments of {self.name!r} must be a JSON object, got {kwargs!r}")
-        try:
-            problems = self._schema_problems(kwargs)
-        except Exception as err:  # noqa: BLE001 - a broken schema from the server: let it judge
-            problems = []
-            del err
-        if problems:
-            expected = json.dumps(self.metadata.parameters().get("properties", {}), ensure_ascii=False)
-            msg = f"invalid arguments for tool {self.name!r}: " + "; ".join(problems) + f". Expected arguments: {expected}"
-            out = self._error(kwargs, msg)
-            out.raw_output = McpToolResult(server=self.server, tool=self.metadata.mcp_name, text=msg, is_error=True)
-            return out
-        try:
-            result = await self.mcp_client._run(lambda c: self._send(c, kwargs), self._what())
-        except MCPServerError:
-            raise  # the step fails and stays queued
-        except MCPError as err:  # the server answered with an error: the model sees it
-            result = McpToolResult(
-                server=self.server, tool=self.metadata.mcp_name, text=f"{err} (MCP error {err.code})", is_error=True
-            )
-        except (ValueError, RuntimeError) as err:  # a reply the SDK rejected (e.g. against the output schema)
-            result = McpToolResult(
-                server=self.server, tool=self.metadata.mcp_name, text=f"{type(err).__name__}: {err}", is_error=True
-            )
-        content = result.text
-        if result.is_error and not content.lower().startswith("error"):
-            content = f"Error: {content}"
-        return ToolOutput(
-            content=content, tool_name=self.name, raw_input=kwargs, raw_output=result, is_error=result.is_error
-        )
-
-    def __repr__(self) -> str:
-        flag = ", return_direct=True" if self.return_direct else ""
-        return f"McpTool(name={self.name!r}, server={self.server!r}{flag})"
-
-
-# ----- the tool spec -----------------------------------------------------------------------
-
-
-class McpToolSpec:
-    """The tools of one MCP server as nbagent tools (LlamaIndex's ``McpToolSpec``).
-
-    ``allowed_tools``: only these (by the server's names); a name the server does not have is
-    an error. ``include_resources``: also one tool per resource, which reads it.
-    """
-
-    def __init__(
-        self,
-        client: BasicMCPClient,
-        allowed_tools: Sequence[str] | None = None,
-        include_resources: bool = False,
-    ) -> None:
-        if not isinstance(client, BasicMCPClient):
-            raise TypeError(f"McpToolSpec needs a BasicMCPClient, got {type(client).__name__}: {client!r}")
-        if isinstance(allowed_tools, str):
-            raise TypeError(f"allowed_tools must be a list of names, got the string {allowed_tools!r}")
-        self.client = client
-        self.allowed_tools = list(allowed_tools) if allowed_tools is not None else None
-        self.include_resources = bool(include_resources)
-        self.tools: list[McpTool] | None = None  # the last to_tool_list(), for the views
-
-    async def fetch_tools(self) -> list[Any]:
-        """The server's tool listings (SDK ``Tool`` objects), filtered by ``allowed_tools``."""
-        return self._filter(list((await self.client.list_tools()).tools))
-
-    async def fetch_resources(self) -> list[Any]:
-        return list((await self.client.list_resources()).resources)
-
-    def _make_tools(self, listed: list[Any], resources: list[Any]) -> list[McpTool]:
-        out: list[McpTool] = []
-        taken: dict[str, str] = {}
-        for t in listed:
-            name = _tool_name(t.name)
-            if name in taken:
-                raise ValueError(
-                    f"server {self.client.name!r} has tools {taken[name]!r} and {t.name!r}, which both "
-                    f"become {name!r}; pick one with allowed_tools=[...]"
-                )
-            taken[name] = t.name
-            meta = McpToolMetadata(
-                name=name,
-                description=(t.description or t.title or f"{t.name} (MCP tool on {self.client.name})").strip(),
-                input_schema=dict(t.input_schema or {}),
-                output_schema=dict(t.output_schema) if t.output_schema else None,
-                server=self.client.name,
-                mcp_name=t.name,
-            )
-            out.append(McpTool(self.client, meta))
-        for r in resources:
-            name = _tool_name(f"read_{r.name}")
-            if name in taken:
-                raise ValueError(f"resource {r.name!r} of {self.client.name!r} would be named {name!r}, like a tool")
-            taken[name] = r.name
-            about = r.description or r.title or f"the resource {r.name}"
-            meta = McpToolMetadata(
-                name=name,
-                description=f"Read {about} ({r.uri}).",
-                input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-                server=self.client.name,
-                mcp_name=str(r.name),
-            )
-            out.append(McpTool(self.client, meta, resource_uri=str(r.uri)))
-        self.tools = out
-        return out
-
-    async def to_tool_list_async(self) -> list[McpTool]:
-        """The server's tools as nbagent tools (starts the session if needed)."""
-        listed = await self.fetch_tools()
-        resources = await self.fetch_resources() if self.include_resources else []
-        return self._make_tools(listed, resources)
-
-    def to_tool_list(self) -> list[McpTool]:
-        """``to_tool_list_async`` for sync code (also inside Jupyter's running loop)."""
-        listed = self.client.list_tools_sync().tools
-        listed = self._filter(list(listed))
-        resources: list[Any] = []
-        if self.include_resources:
-            resources = list(self.client._run_sync(lambda c: c.list_resources(), "listing resources").resources)
-        return self._make_tools(listed, resources)
-
-    def _filter(self, listed: list[Any]) -> list[Any]:
-        if self.allowed_tools is None:
-            return listed
-        names = {t.name for t in listed}
-        missing = [n for n in self.allowed_tools if n not in names]
-        if missing:
-            raise ValueError(
-                f"allowed_tools names {missing} that server {self.client.name!r} does not have; "
-                f"it has: {sorted(names)}"
-            )
-        return [t for t in listed if t.name in self.allowed_tools]
-
-    def __repr__(self) -> str:
-        return f"McpToolSpec({self.client!r}, allowed_tools={self.allowed_tools!r})"
-
-    def _repr_html_(self) -> str:
-        from nbagent.viz.mcp_html import mcp_tools_html
-
-        return mcp_tools_html(self.client.name, self.tools)
-
