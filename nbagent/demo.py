@@ -68,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     if find_dot() is None:
         dot_path = graph.save(out / "dag.dot")
         print(f"wrote {dot_path}")
+        from nbagent.viz.graph import _missing_dot_message
+
         print(
-            "Graphviz's `dot` program is not installed, so dag.svg was not written (the report "
-            "shows the steps as a list instead). Install it (apt-get install graphviz, brew "
-            "install graphviz or conda install graphviz) and run `make demo` again.",
+            f"dag.svg was not written (the report shows the steps as a list instead): "
+            f"{_missing_dot_message()}. Then run `make demo` again.",
             file=sys.stderr,
         )
         return 2

@@ -3,7 +3,7 @@
 ``write_report(runner_or_run_json, task_id=None, path="run.html")`` (or the command
 ``nbagent report run.json -o run.html``) writes, for each task (or just ``task_id``): a summary
 (status, tokens, cost when prices are set, time, failures, answer), the step DAG as inline SVG
-(via Graphviz ``dot`` when it is on PATH, else the static HTML timeline), every step (input,
+(via graphviz-pure, or the ``dot`` that ``NBAGENT_DOT`` names; else the static HTML timeline), every step (input,
 thought, tool calls and observations, output, tokens, time, errors with tracebacks, undone
 runs) and the task's transcript.
 

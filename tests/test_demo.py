@@ -22,8 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_demo_writes_a_report_and_the_dag_as_svg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
     assert demo.main(["--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     assert "answer: 121 * 3 is 363." in printed and "steps: 3 (1 undone)" in printed
@@ -41,15 +39,24 @@ def test_demo_without_dot_still_writes_the_report_and_says_what_is_missing(tmp_p
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))  # no `dot` on PATH
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
     assert demo.main(["--out", str(tmp_path / "out")]) == 2
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dag.dot", "report.html"]
     assert "digraph" in (tmp_path / "out" / "dag.dot").read_text(encoding="utf-8")
     assert "apt-get install graphviz" in capsys.readouterr().err
 
 
+def test_demo_without_system_graphviz_draws_with_graphviz_pure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no `dot` on PATH: graphviz-pure (a dependency) draws
+    monkeypatch.delenv("NBAGENT_DOT", raising=False)
+    assert demo.main(["--out", str(tmp_path / "out")]) == 0
+    svg = (tmp_path / "out" / "dag.svg").read_text(encoding="utf-8")
+    assert "graphviz-pure" in svg and svg.count('class="node"') == 4
+
+
 def test_demo_is_reproducible(tmp_path: Path) -> None:
-    if shutil.which("dot") is None:
-        pytest.skip("Graphviz's dot is not installed")
     demo.main(["--out", str(tmp_path / "a")])
     demo.main(["--out", str(tmp_path / "b")])
     assert (tmp_path / "a" / "dag.svg").read_bytes() == (tmp_path / "b" / "dag.svg").read_bytes()

@@ -30,6 +30,7 @@ from nbagent import (
     TaskStateError,
     TaskStatus,
 )
+from nbagent.viz.graph import find_dot
 from nbagent.viz.live import EMPTY_DOT, LiveGraph, Throttle
 from nbagent.viz.panel import AgentPanel
 
@@ -573,8 +574,9 @@ def test_hostile_text_is_escaped_in_every_widget_and_in_the_dot() -> None:
 
     dot = panel.graph.source
     assert "<script" not in dot and "&lt;script&gt;" in dot
-    if shutil.which("dot"):
-        svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, check=True).stdout
+    exe = find_dot()
+    if exe:
+        svg = subprocess.run([exe, "-Tsvg"], input=dot.encode(), capture_output=True, check=True).stdout
         assert svg.count(b'class="node"') == 2  # parsed as intended: two step nodes, no injected ones
 
 
@@ -591,9 +593,10 @@ def test_mimebundles_carry_the_widget_view_and_a_static_fallback(monkeypatch: py
         assert "text/html" in bundle or "image/svg+xml" in bundle
     assert "1 done" in panel._repr_mimebundle_()["text/html"]
     graph_bundle = panel.graph._repr_mimebundle_()
-    if shutil.which("dot"):
+    if find_dot():
         assert graph_bundle["image/svg+xml"].count('class="node"') == 2
     monkeypatch.setenv("PATH", str(tmp_path))  # no Graphviz: HTML with the steps and the DOT text
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
     no_dot = panel.graph._repr_mimebundle_()
     assert "image/svg+xml" not in no_dot and "digraph" in no_dot["text/html"]
     assert WIDGET_VIEW in no_dot

@@ -110,6 +110,7 @@ def test_report_has_every_step_transcript_tokens_timings_and_errors(tmp_path: Pa
 def test_report_without_graphviz_falls_back_to_the_timeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner, task = sample_runner()
     monkeypatch.setenv("PATH", str(tmp_path))  # no dot here
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
     assert find_dot() is None
     page = report_html(runner, task.task_id)
     assert_self_contained(page)

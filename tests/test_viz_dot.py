@@ -159,21 +159,37 @@ def node_count(dot: str) -> int:
     return len(re.findall(r"^  [scu]\d+ \[", dot, flags=re.M))
 
 
+# graphviz-pure sizes text from built-in font metrics, like Graphviz without Pango, and says so
+# for non-ASCII characters: a size estimate, not a problem with the label
+_WIDTH_ESTIMATE = re.compile(r"^Warning: (Warning: )?no value for width of non-ASCII character \d+\..*$", re.M)
+
+
 def run_dot(source: str) -> str:
-    """Render with the real ``dot``; fail on any warning (a bad HTML label only warns)."""
-    proc = subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=60)
-    stderr = proc.stderr.decode("utf-8", "replace")
-    assert proc.returncode == 0, stderr
-    assert "Warning" not in stderr and "Error" not in stderr, stderr
-    return proc.stdout.decode("utf-8")
+    """Render with graphviz-pure (what nbagent uses) and, when installed, the system ``dot``;
+    fail on any warning (a bad HTML label only warns). Returns graphviz-pure's SVG."""
+    from nbagent.viz.graph import pure_dot
+
+    programs = [p for p in (pure_dot(), shutil.which("dot")) if p]
+    assert programs, "neither graphviz-pure nor Graphviz's dot is installed"
+    svgs = []
+    for program in programs:
+        proc = subprocess.run([program, "-Tsvg"], input=source.encode(), capture_output=True, timeout=60)
+        stderr = _WIDTH_ESTIMATE.sub("", proc.stderr.decode("utf-8", "replace"))
+        assert proc.returncode == 0, stderr
+        assert "Warning" not in stderr and "Error" not in stderr, (program, stderr)
+        svgs.append(proc.stdout.decode("utf-8"))
+    return svgs[0]
 
 
 def dot_available() -> bool:
-    """True when ``dot`` is on PATH; with REQUIRE_DOT=1 a missing ``dot`` is a failure."""
-    if shutil.which("dot"):
+    """True when a ``dot`` program draws (graphviz-pure, a dependency, or the system one);
+    with REQUIRE_DOT=1 a missing one is a failure."""
+    from nbagent.viz.graph import find_dot
+
+    if find_dot():
         return True
     if os.environ.get("REQUIRE_DOT") == "1":
-        pytest.fail("REQUIRE_DOT=1 but the Graphviz 'dot' program is not on PATH (apt-get install graphviz)")
+        pytest.fail("REQUIRE_DOT=1 but no Graphviz 'dot' program was found (pip install graphviz-pure)")
     return False
 
 

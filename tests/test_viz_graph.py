@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 
 from nbagent import TaskStep, seed_ids
 from nbagent.viz import dot as dot_module
+from nbagent.viz import graph as graph_module
 from nbagent.viz.dot import task_to_dot
 from nbagent.viz.graph import GraphvizError, GraphvizNotFoundError, StepGraph
 from tests.test_viz_dot import HOSTILE, dot_available, hostile_state, run_plan
@@ -27,6 +31,7 @@ def _hide_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
 
 
 def test_runner_graph_source_is_the_dot_text_and_follows_the_state() -> None:
@@ -72,7 +77,7 @@ def test_mimebundle_without_dot_is_html_timeline_with_escaped_source(
         assert raw not in page
     assert page.count("</style>") == 1  # only our own style block
     assert g.svg() is None
-    with pytest.raises(GraphvizNotFoundError, match="'dot' program was not found on PATH"):
+    with pytest.raises(GraphvizNotFoundError, match="no Graphviz 'dot' program was found"):
         g.pipe()
     with pytest.raises(GraphvizNotFoundError):
         g.save(tmp_path / "g.svg")
@@ -103,6 +108,7 @@ def test_failing_dot_falls_back_to_html(monkeypatch: pytest.MonkeyPatch, tmp_pat
     fake.write_text("#!/bin/sh\necho 'Error: broken dot' >&2\nexit 3\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bin_dir) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # the broken `dot` on PATH, not graphviz-pure
     g = runner.graph(task)
     bundle = g._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"} and "nb-timeline" in bundle["text/html"]
@@ -168,3 +174,117 @@ def test_same_state_same_bundle() -> None:
     assert StepGraph(runner.state_of(task), renderer="html").html() == StepGraph(
         runner.state_of(task), renderer="html"
     ).html()
+
+
+# ----- which dot: graphviz-pure (a dependency) by default, the system one on request ---------
+
+
+def _no_system_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "no-dot-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv(graph_module.DOT_ENV, raising=False)
+
+
+def test_without_system_graphviz_graphs_are_drawn_by_graphviz_pure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _no_system_dot(monkeypatch, tmp_path)
+    assert shutil.which("dot") is None
+    exe = graph_module.find_dot()
+    assert exe is not None and os.path.basename(exe) == "graphviz-pure"
+    runner, task = _graph_runner()
+    bundle = runner.graph(task)._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "image/svg+xml"}  # a picture, not the fallback list
+    svg = bundle["image/svg+xml"]
+    assert svg.startswith("<svg") and svg.count('class="node"') == 3 and "answer: done &lt;now&gt;" in svg
+    runner.graph(task).save(tmp_path / "g.png")
+    assert (tmp_path / "g.png").read_bytes().startswith(b"\x89PNG")
+    # graphviz-pure writes no PDF yet: a clear error, not a crash, when no system dot can
+    with pytest.raises(GraphvizError, match="graphviz-pure cannot write PDF yet.*save as .svg or .png"):
+        runner.graph(task).save(tmp_path / "g.pdf")
+
+
+def test_graphviz_pure_output_is_the_same_bytes_every_time() -> None:
+    state, _ = _hostile_and_undo_states()
+    source = task_to_dot(state)
+    first = graph_module.pipe_dot(source, "svg")
+    assert first == graph_module.pipe_dot(source, "svg")
+    assert b"graphviz-pure" in first  # the default program
+
+
+def test_nbagent_dot_chooses_the_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(graph_module.DOT_ENV, "pure")
+    assert os.path.basename(graph_module.find_dot() or "") == "graphviz-pure"
+    monkeypatch.setenv(graph_module.DOT_ENV, "system")
+    assert graph_module.find_dot() == shutil.which("dot")
+    if shutil.which("dot"):
+        runner, task = _graph_runner()
+        assert b"graphviz-pure" not in runner.graph(task).pipe("svg")
+        assert runner.graph(task).pipe("pdf").startswith(b"%PDF")
+    monkeypatch.setenv(graph_module.DOT_ENV, str(tmp_path / "nowhere" / "dot"))
+    assert graph_module.find_dot() is None
+    runner, task = _graph_runner()
+    with pytest.raises(GraphvizNotFoundError, match=r"NBAGENT_DOT='.*nowhere.*' names no program"):
+        runner.graph(task).pipe()
+    assert "text/html" in runner.graph(task)._repr_mimebundle_()  # the display still falls back
+
+
+def _hostile_and_undo_states() -> tuple[Any, Any]:
+    hostile = hostile_state()
+    runner, task = hostile
+    undo_runner, undo_task = run_plan(
+        [{"out": "a", "fanout": 2}, {"out": "b", "thought": "t"}, {"out": "c", "last": True}], steps=3)
+    undo_runner.undo_step(undo_task)
+    undo_runner.undo_step(undo_task)
+    undo_runner.run_step(undo_task)
+    return runner.state_of(task), undo_runner.state_of(undo_task)
+
+
+def _svg_parts(svg: bytes) -> list[tuple[Any, ...]]:
+    """What a drawing says, without where: per node/edge/cluster its id, title, texts, colours."""
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(svg)
+    parts = []
+    for g in root.iter(ns + "g"):
+        if g.get("class") not in ("node", "edge", "cluster", "graph"):
+            continue
+        title = g.find(ns + "title")
+        texts = tuple(t.text or "" for t in g.iter(ns + "text"))
+        paint = tuple(
+            (c.tag, c.get("fill"), c.get("stroke"), c.get("stroke-dasharray"), c.get("font-weight"), c.get("font-style"))
+            for c in g.iter() if c is not g and c.tag != ns + "title"
+        )
+        parts.append((g.get("class"), g.get("id"), title.text if title is not None else None, texts, paint))
+    return parts
+
+
+def test_graphviz_pure_draws_what_the_system_dot_draws() -> None:
+    """graphviz-pure against Graphviz itself, on every kind of graph nbagent draws: the same
+    nodes, edges, clusters, texts and colours (only positions differ: different font metrics)."""
+    system = shutil.which("dot")
+    if system is None:
+        pytest.skip("Graphviz's own dot is not installed: nothing to compare graphviz-pure with")
+    from tests.test_viz_dot import _long_run
+    from tests.test_workflow_viz import handoff_workflow, traced_run
+    from nbagent.viz.workflow_dot import agents_to_dot, run_to_dot
+
+    hostile, undone = _hostile_and_undo_states()
+    trace, _ = traced_run(handoff_workflow())
+    sources = {
+        "hostile": task_to_dot(hostile, legend=True),
+        "undo": task_to_dot(undone, rankdir="LR"),
+        "collapsed": task_to_dot(_long_run(60)),
+        "agents": agents_to_dot(handoff_workflow()),
+        "workflow run": run_to_dot(trace),
+    }
+    pure = graph_module.pure_dot()
+    assert pure is not None
+    for name, source in sources.items():
+        ours, theirs = (
+            subprocess.run([exe, "-Tsvg"], input=source.encode(), capture_output=True, check=True).stdout
+            for exe in (pure, system)
+        )
+        a, b = _svg_parts(ours), _svg_parts(theirs)
+        # Graphviz 2.x paints an invisible background "transparent", graphviz-pure "none"
+        norm = [[tuple(tuple("none" if v == "transparent" else v for v in p) for p in part[4])] for part in b]
+        assert [p[:4] for p in a] == [p[:4] for p in b], name
+        assert [[p[4]] for p in a] == norm, name

@@ -183,6 +183,7 @@ def test_task_html_graph_inline_svg_or_timeline(monkeypatch: pytest.MonkeyPatch,
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
     page = task._repr_html_()
     assert_inert(page)
     assert "<svg" not in page and '<ol class="nb-timeline">' in page
@@ -306,6 +307,7 @@ def test_hostile_text_is_inert_in_every_view(monkeypatch: pytest.MonkeyPatch, tm
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
     pages["task-no-dot"] = H.task_html(task)
     seen = ""
     for name, page in pages.items():

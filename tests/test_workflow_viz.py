@@ -312,6 +312,7 @@ def _hide_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir(exist_ok=True)
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # and no graphviz-pure: no dot at all
 
 
 def test_draw_is_svg_with_dot_and_a_list_with_the_source_without(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
