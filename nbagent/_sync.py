@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["run_sync", "current_loop", "sync_loop", "iterate_sync", "next_on", "anext_on"]
+__all__ = ["run_sync", "interrupted", "current_loop", "sync_loop", "iterate_sync", "next_on", "anext_on"]
 
 T = TypeVar("T")
 
@@ -88,18 +89,125 @@ def _wait(fut: concurrent.futures.Future[T]) -> T:
         raise
 
 
+SETTLE_S = 2.0  # after an interrupt, how long run_sync waits for the work to roll back
+_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("nbagent_sync_call", default=None)
+
+
+class _Call:
+    """One ``run_sync`` call running on another thread's loop; ``abandoned`` once its caller
+    was interrupted. Set from the caller's thread, read by the work: a step checks it before
+    it commits (``interrupted()``), so a step whose loop was blocked when the interrupt came
+    (a model or tool that does not await) never records what it computes afterwards."""
+
+    __slots__ = ("abandoned",)
+
+    def __init__(self) -> None:
+        self.abandoned = False
+
+
+def interrupted() -> bool:
+    """Whether the ``run_sync`` call this code runs for has been given up by its caller."""
+    call = _call.get()
+    return call is not None and call.abandoned
+
+
+def _drain(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
+    """After an interrupt in ``run_until_complete``: cancel the call's task and every task it
+    left on this thread's loop, and run the loop until they have rolled back, so nothing of
+    the interrupted call runs (or raises) later, inside the next call."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if task not in pending and not task.done():
+        pending.append(task)
+    for t in pending:
+        t.cancel()
+    while pending:
+        try:
+            loop.run_until_complete(asyncio.wait(pending))
+            break
+        except BaseException:  # another Ctrl-C: keep rolling back, it is quick
+            pending = [t for t in pending if not t.done()]
+    for t in [task, *pending]:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: no "exception was never retrieved" later
+
+
+def _run_here(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    task: asyncio.Task[T] | None = None
+    try:
+        task = loop.create_task(coro)
+        return loop.run_until_complete(task)
+    except BaseException:
+        if task is None:
+            coro.close()
+        else:
+            _drain(loop, task)
+        raise
+
+
+def _run_on_portal(portal: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the portal loop and wait; interrupted, cancel it and give it
+    ``SETTLE_S`` to roll back before raising (so the task is usable at once)."""
+    result: concurrent.futures.Future[T] = concurrent.futures.Future()
+    settled = threading.Event()
+    call = _Call()
+    ctx = contextvars.copy_context()
+    ctx.run(_call.set, call)
+    box: list[asyncio.Task[T]] = []
+
+    def done(task: asyncio.Task[T]) -> None:
+        try:
+            if result.cancelled():
+                if not task.cancelled():
+                    task.exception()  # retrieved: the caller is gone
+            elif task.cancelled():
+                result.cancel()
+            elif task.exception() is not None:
+                result.set_exception(task.exception())  # type: ignore[arg-type]
+            else:
+                result.set_result(task.result())
+        finally:
+            settled.set()
+
+    def start() -> None:
+        if result.cancelled():
+            coro.close()
+            settled.set()
+            return
+        task = portal.create_task(coro, context=ctx)
+        box.append(task)
+        task.add_done_callback(done)
+
+    def cancel() -> None:
+        if box:
+            box[0].cancel()
+
+    portal.call_soon_threadsafe(start)
+    try:
+        return result.result()
+    except BaseException:
+        call.abandoned = True
+        result.cancel()
+        portal.call_soon_threadsafe(cancel)
+        settled.wait(SETTLE_S)
+        raise
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion and return its result, whatever loop is running here."""
+    """Run ``coro`` to completion and return its result, whatever loop is running here.
+
+    Interrupted (Ctrl-C, "Interrupt kernel"), the work is cancelled and rolled back before
+    this raises: nothing of it runs on, or commits, afterwards.
+    """
     running = _running()
     if running is None:
         loop = _thread_loop()
         if loop.is_running():  # re-entered from a callback of this very loop
             return _in_new_thread(coro)
-        return loop.run_until_complete(coro)
+        return _run_here(loop, coro)
     portal = _portal_loop()
     if running is portal:
         return _in_new_thread(coro)
-    return _wait(asyncio.run_coroutine_threadsafe(coro, portal))
+    return _run_on_portal(portal, coro)
 
 
 def _in_new_thread(coro: Coroutine[Any, Any, T]) -> T:

@@ -108,6 +108,8 @@ def _schema_from_signature(fn: Callable[..., Any], name: str, doc_params: dict[s
 class FunctionTool:
     """A tool backed by a Python function (sync or async)."""
 
+    sync_in_thread: bool = True  # run a sync function in a worker thread (see ``ainvoke``)
+
     def __init__(self, fn: Callable[..., Any], metadata: ToolMetadata) -> None:
         self.fn = fn
         self.metadata = metadata
@@ -193,12 +195,18 @@ class FunctionTool:
         """Call the tool; any failure becomes an error ``ToolOutput``."""
         return await self.ainvoke(kwargs)
 
-    async def ainvoke(self, kwargs: dict[str, Any], *, in_thread: bool = False) -> ToolOutput:
+    async def ainvoke(self, kwargs: dict[str, Any], *, in_thread: bool | None = None) -> ToolOutput:
         """Call the tool with ``kwargs``; any failure becomes an error ``ToolOutput``.
 
-        ``in_thread=True`` runs a sync function in a worker thread, so several calls made
-        together (a model's parallel tool calls) overlap instead of queueing on the loop.
+        A sync function runs in a worker thread (``in_thread``, default: the tool's
+        ``sync_in_thread``, True): several calls made together (a model's parallel tool calls)
+        overlap instead of queueing on the loop, and a tool that blocks does not block the
+        loop, so an interrupt or Stop rolls the step back at once (what the tool returns
+        later is dropped). Set ``tool.sync_in_thread = False`` for a function that must run
+        on the loop's thread.
         """
+        if in_thread is None:
+            in_thread = self.sync_in_thread
         try:
             args = self._validate(kwargs)
         except ValidationError as e:
@@ -271,7 +279,7 @@ def as_tools(tools: Sequence[FunctionTool | Callable[..., Any]] | None) -> list[
 
 
 async def acall_tool(
-    tools: dict[str, FunctionTool], selection: ToolSelection, *, in_thread: bool = False
+    tools: dict[str, FunctionTool], selection: ToolSelection, *, in_thread: bool | None = None
 ) -> ToolOutput:
     """Run the tool a model selected; an unknown name is an error observation.
 

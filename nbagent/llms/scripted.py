@@ -7,6 +7,8 @@ request they were sent in ``requests``, so a workshop or a test can look at the 
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Union
@@ -206,3 +208,15 @@ class FunctionLLM(_OfflineModel):
 
     def _reply_for(self, messages: list[ChatMessage], tools: list[ToolMetadata], tool_choice: ToolChoice | None) -> Reply:
         return self.fn(messages, tools)
+
+    async def _achat(
+        self, messages: list[ChatMessage], tools: list[ToolMetadata], tool_choice: ToolChoice | None, **kwargs: Any
+    ) -> ChatResponse:
+        if self.keep_requests:
+            self.requests.append(_Request(messages, tools, tool_choice))
+        # the function may block (a local model): it runs in a worker thread, so the loop stays
+        # free and an interrupt or Stop rolls the step back at once; a reply that comes after
+        # that is dropped
+        reply = await asyncio.to_thread(self.fn, messages, tools)
+        message = self._normalise(reply)
+        return ChatResponse(message=message, usage=self._usage(messages, message), model=self.model)

@@ -8,6 +8,7 @@ back cleanly and ``undo_step`` can go back any number of steps.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import time
@@ -417,6 +418,8 @@ class AgentRunner(PromptMixin):
             if ctx.usage is not None:
                 output.__dict__["usage"] = ctx.usage
             with txn.LOCK:
+                if _sync.interrupted():  # its caller gave up while a blocking call ran
+                    raise asyncio.CancelledError("the call running this step was interrupted")
                 att.mark = txn.mark_commit(state, picked, output)
                 att.output = output
                 self._commit(state, picked, output, att.snap)

@@ -431,6 +431,7 @@ class _Drive:
         self.last: TaskStepOutput | None = None
         self.stopped = False
         self.launched = 0
+        self.tag = f"nbagent-step-{next(_clock)}"  # names this call's step tasks
 
     async def run(self, input: str | None, kwargs: dict[str, Any]) -> list[TaskStepOutput]:
         state = self.state
@@ -444,17 +445,14 @@ class _Drive:
         for s in first:
             self.claimed.add(s.step_id)
             self.ready.append((s, input, kwargs))
-        self._launch()
         try:
+            self._launch()
             await self.finished
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled or interrupted: no step of this call runs on
             self.stopped = True
-            pending = list(self.in_flight)
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.wait(pending)  # let each step roll back before we go
+            await self._settle(cancel=True)
             raise
+        await self._settle(cancel=bool(self.errors))
         if self.errors:
             error = self.errors[0]
             if len(self.errors) > 1:
@@ -467,6 +465,27 @@ class _Drive:
         self.results.sort(key=lambda r: r[0])
         return [out for _, out in self.results]
 
+    def _mine(self) -> list[asyncio.Task[Any]]:
+        """This call's step tasks that have not ended: found by name, so that a task whose
+        bookkeeping an interrupt cut short (created, not yet in ``in_flight``) is found too."""
+        return [t for t in asyncio.all_tasks(self.loop) if t.get_name() == self.tag and not t.done()]
+
+    async def _settle(self, cancel: bool) -> None:
+        """Wait until no step started by this call is running (cancelled first if ``cancel``):
+        the call never returns or raises while one of its branches still runs."""
+        while True:
+            pending = self._mine()
+            if not pending:
+                return
+            if cancel:
+                for t in pending:
+                    t.cancel()
+            try:
+                await asyncio.wait(pending)  # each step rolls itself back
+            except BaseException:
+                cancel = True
+                continue
+
     def _launch(self) -> None:
         in_flight = self.in_flight
         try:
@@ -474,13 +493,13 @@ class _Drive:
                 step, input, kwargs = self.ready.popleft()
                 coro = self.runner._astep(self.state.task_id, step, input=input, mode=self.mode, **kwargs)
                 try:
-                    task = self.loop.create_task(coro)
+                    task = self.loop.create_task(coro, name=self.tag)
                 except BaseException:
                     coro.close()
                     raise
+                task.add_done_callback(self._on_done)
                 in_flight[task] = (self.launched, step)
                 self.launched += 1
-                task.add_done_callback(self._on_done)
             if not in_flight and self.follow and not self._stopping():
                 self._rescan()  # steps made ready outside this call's view (another call, an edit)
         except BaseException as error:  # a callback must never leave the call waiting forever
@@ -492,7 +511,15 @@ class _Drive:
         return self.stopped or bool(self.errors) or self.last is not None
 
     def _on_done(self, task: asyncio.Task[TaskStepOutput]) -> None:
-        index, step = self.in_flight.pop(task)
+        entry = self.in_flight.pop(task, None)
+        if entry is None:  # its bookkeeping was cut short by an interrupt: the call stops
+            self.stopped = True
+            if not task.cancelled():
+                task.exception()
+            if not self.in_flight and not self.finished.done():
+                self.finished.set_result(None)
+            return
+        index, step = entry
         self.claimed.discard(step.step_id)
         try:
             if task.cancelled():
