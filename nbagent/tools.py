@@ -20,6 +20,7 @@ from nbagent.messages import ToolOutput, ToolSelection
 
 __all__ = ["ToolMetadata", "FunctionTool", "call_tool", "acall_tool", "tools_by_name"]
 
+RAW_ARGUMENTS_KEY = "__raw_arguments__"  # a model's tool-call arguments that were not a JSON object
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 
 
@@ -207,6 +208,11 @@ class FunctionTool:
         """
         if in_thread is None:
             in_thread = self.sync_in_thread
+        if not isinstance(kwargs, dict) or RAW_ARGUMENTS_KEY in kwargs:
+            return self._error(
+                kwargs if isinstance(kwargs, dict) else {RAW_ARGUMENTS_KEY: kwargs},
+                _not_json_message(self, kwargs.get(RAW_ARGUMENTS_KEY) if isinstance(kwargs, dict) else kwargs),
+            )
         try:
             args = self._validate(kwargs)
         except ValidationError as e:
@@ -240,6 +246,48 @@ class FunctionTool:
         from nbagent.viz.html import tool_html
 
         return tool_html(self)
+
+
+def _expected(tool: FunctionTool) -> str:
+    schema = tool.metadata.parameters()
+    props = json.dumps(schema.get("properties", {}), ensure_ascii=False)
+    required = schema.get("required", [])
+    return f"a JSON object with the arguments {props}" + (f", required: {required}" if required else "")
+
+
+def _not_json_message(tool: FunctionTool, raw: Any) -> str:
+    """What the model is told when its arguments were not a JSON object: the parser's own
+    message (where it stopped), what it sent, and what the tool expects."""
+    text = raw if isinstance(raw, str) else repr(raw)
+    shown = text if len(text) <= 200 else text[:199] + "…"
+    why: str
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError as err:
+            why = f"not valid JSON ({err})"
+        except RecursionError:
+            why = "not valid JSON (nested too deeply)"
+        else:
+            why = f"a JSON {_json_type(value)}, not an object"
+    else:
+        why = f"a {type(raw).__name__}, not a JSON object"
+    return (
+        f"the arguments for tool {tool.name!r} are {why}: {shown!r}. "
+        f"Send {_expected(tool)}"
+    )
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
 
 
 def _validation_message(tool: FunctionTool, err: ValidationError) -> str:

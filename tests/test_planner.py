@@ -330,3 +330,35 @@ def test_independent_sync_tool_calls_of_a_plan_overlap() -> None:
     elapsed = _time.perf_counter() - start
     assert "fetched" in str(response)
     assert elapsed < 0.45, f"three 0.2 s sync calls took {elapsed:.2f} s: they did not overlap"
+
+
+# ----- model-written text never crashes a step ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1. add(a={$1: 0}, b=1)\n2. join()", "key must be text or a number"),  # was TypeError
+        ("1. add(a=" + "+".join(["1"] * 20_000) + ", b=1)", "nested too deeply"),  # was RecursionError
+        ("1. add(a=" + "[" * 300 + "]" * 300 + ", b=1)", "not valid"),
+        ("1. add(a=" + "-" * 5000 + "1, b=1)", "nested too deeply"),
+    ],
+)
+def test_hostile_plans_are_plan_errors(text: str, message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        parse_plan(text, BY_NAME)
+
+
+def test_a_long_chain_of_calls_parses_and_a_long_cycle_is_found() -> None:
+    n = 3000
+    chain = "\n".join(["1. add(a=1, b=2)"] + [f"{i}. add(a=${i - 1}, b=1)" for i in range(2, n + 1)])
+    plan = parse_plan(chain + f"\n{n + 1}. join()", BY_NAME)
+    assert len(plan) == n and plan.calls[-1].deps == (n - 1,)
+    cycle = "\n".join([f"1. add(a=${n}, b=1)"] + [f"{i}. add(a=${i - 1}, b=1)" for i in range(2, n + 1)])
+    with pytest.raises(PlanError, match="cycle"):  # a recursive search overflowed the stack
+        parse_plan(cycle, BY_NAME)
+
+
+def test_a_numbered_line_inside_a_call_is_not_another_call() -> None:
+    plan = parse_plan('1. search(query="""a list:\n2. add(a=1, b=2)""")\n3. join()', BY_NAME)
+    assert [c.tool for c in plan.calls] == ["search"]

@@ -101,3 +101,33 @@ def test_tools_by_name_and_as_tools() -> None:
         tools_by_name(["x"])  # type: ignore[list-item]
     out = asyncio.run(acall_tool(tools_by_name(tools), ToolSelection(tool_id="c", tool_name="multiply", tool_kwargs={"a": 2})))
     assert out.content == "4" and out.raw_input == {"a": 2}
+
+
+# ----- arguments that are not JSON ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ('{"a": 1, "b": ', "not valid JSON (Expecting value: line 1 column 15"),
+        ("[1, 2]", "a JSON array, not an object"),
+        ('"a=1"', "a JSON string, not an object"),
+        ("{'a': 1}", "not valid JSON (Expecting property name enclosed in double quotes"),
+    ],
+)
+def test_arguments_that_are_not_a_json_object_tell_the_model_why(raw: str, why: str) -> None:
+    from nbagent.llms.openai import parse_arguments
+    from nbagent.messages import ToolSelection
+    from nbagent.tools import acall_tool
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    tools = {"add": FunctionTool.from_defaults(add)}
+    out = asyncio.run(acall_tool(tools, ToolSelection(tool_id="1", tool_name="add", tool_kwargs=parse_arguments(raw))))
+    assert out.is_error
+    assert why in out.content
+    assert repr(raw) in out.content  # what it sent
+    assert '"a": {"type": "integer"}' in out.content and "required: ['a', 'b']" in out.content  # what is expected
+    assert "Field required" not in out.content and "__raw_arguments__" not in out.content

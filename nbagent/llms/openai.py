@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from nbagent.llms.base import LLM, ChatResponse, NetworkBlockedError, ToolChoice, network_blocked
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
-from nbagent.tools import ToolMetadata
+from nbagent.tools import RAW_ARGUMENTS_KEY, ToolMetadata
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -28,9 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAILLM", "DEFAULT_BASE_URL", "RAW_ARGUMENTS_KEY"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-#: Key under which tool-call arguments that are not valid JSON are kept, so the tool layer
-#: can answer the model with an error observation instead of the run crashing.
-RAW_ARGUMENTS_KEY = "__raw_arguments__"
 _NO_KEY_PLACEHOLDER = "not-needed"
 _TOOL_CHOICE_KEYWORDS = ("auto", "none", "required")
 

@@ -47,6 +47,7 @@ _TEXT_REF_RE = re.compile(r"\$(?:\{(\d+)\}|(\d+))")
 _THOUGHT_RE = re.compile(r"^[ \t]*Thought[ \t]*:[ \t]*(.*)$", re.MULTILINE | re.IGNORECASE)
 _PLACEHOLDER = "__nbagent_ref_{}__"
 _PLACEHOLDER_RE = re.compile(r"^__nbagent_ref_(\d+)__$")
+_MAX_ARGS_CHARS = 100_000
 _JSON_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 
 
@@ -142,7 +143,13 @@ def _literal(node: ast.AST, where: str) -> Any:
         for k, v in zip(node.keys, node.values):
             if k is None:
                 raise PlanError(f"{where}: ** is not allowed in a plan")
-            out[_literal(k, where)] = _literal(v, where)
+            key = _literal(k, where)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise PlanError(
+                    f"{where}: an object key must be text or a number, not {_expr(k)!r} "
+                    "(a $N result cannot be a key)"
+                )
+            out[key] = _literal(v, where)
         return out
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _literal(node.operand, where)
@@ -150,8 +157,18 @@ def _literal(node: ast.AST, where: str) -> Any:
             return -value if isinstance(node.op, ast.USub) else value
     raise PlanError(
         f"{where}: only literal values (text, numbers, lists, objects) and $N are allowed, "
-        f"not expressions like {ast.unparse(node)!r}"
+        f"not expressions like {_expr(node)!r}"
     )
+
+
+def _expr(node: ast.AST) -> str:
+    """An expression of the plan, shortly, for a message (never fails)."""
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, ValueError, MemoryError):
+        return "(an expression nested too deeply)"
+    text = re.sub(r"__nbagent_ref_(\d+)__", r"$\1", text)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def find_refs(value: Any, known: Sequence[int] | None = None) -> set[int]:
@@ -197,13 +214,39 @@ def _parse_args(name: str, index: int, args_text: str, tool: FunctionTool) -> di
 
     source = _STRING_OR_REF_RE.sub(protect, args_text)
     where = f"call {index} ({name})"
+    if len(source) > _MAX_ARGS_CHARS:
+        raise PlanError(f"{where}: the arguments are {len(source)} characters long; at most {_MAX_ARGS_CHARS} are read")
     try:
-        tree = ast.parse(f"f({source})", mode="eval")
+        return _read_args(name, where, source, tool)
     except SyntaxError as err:
-        raise PlanError(f"{where}: the arguments are not valid ({err.msg}): {args_text.strip()!r}") from None
+        shown = args_text.strip()
+        shown = shown if len(shown) <= 200 else shown[:199] + "…"
+        raise PlanError(f"{where}: the arguments are not valid ({err.msg}): {shown!r}") from None
+    except (RecursionError, MemoryError):
+        raise PlanError(f"{where}: the arguments are nested too deeply; write plain values") from None
+
+
+_SCHEMAS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def _schema(tool: FunctionTool) -> dict[str, Any]:
+    """The tool's argument schema, built once per schema class (pydantic's is slow to make)."""
+    model = tool.metadata.fn_schema
+    cached = _SCHEMAS.get(id(tool.metadata))
+    if cached is None or cached[0] is not model:
+        cached = (model, tool.metadata.parameters())
+        if len(_SCHEMAS) > 1024:
+            _SCHEMAS.clear()
+        _SCHEMAS[id(tool.metadata)] = cached
+    return cached[1]
+
+
+def _read_args(name: str, where: str, source: str, tool: FunctionTool) -> dict[str, Any]:
+    tree = ast.parse(f"f({source})", mode="eval")
     call = tree.body
     assert isinstance(call, ast.Call)
-    params = list(tool.metadata.parameters().get("properties", {}))
+    schema = _schema(tool)
+    params = list(schema.get("properties", {}))
     args: dict[str, Any] = {}
     if len(call.args) > len(params):
         raise PlanError(
@@ -221,7 +264,7 @@ def _parse_args(name: str, index: int, args_text: str, tool: FunctionTool) -> di
         if params and kw.arg not in params:
             raise PlanError(f"{where}: {name} has no argument {kw.arg!r}; its arguments are {params}")
         args[kw.arg] = _literal(kw.value, where)
-    required = tool.metadata.parameters().get("required", [])
+    required = schema.get("required", [])
     missing = [p for p in required if p not in args]
     if missing:
         raise PlanError(f"{where}: missing required argument(s) {missing} of {name}")
@@ -229,29 +272,30 @@ def _parse_args(name: str, index: int, args_text: str, tool: FunctionTool) -> di
 
 
 def _find_cycle(deps: Mapping[int, Sequence[int]]) -> list[int] | None:
-    """A cycle among the calls as a list of call numbers (first repeated at the end), or None."""
+    """A cycle among the calls as a list of call numbers (first repeated at the end), or None.
+
+    Iterative depth-first search: a plan of thousands of chained calls must not overflow the
+    stack.
+    """
     color: dict[int, int] = {}
-    stack: list[int] = []
-
-    def visit(n: int) -> list[int] | None:
-        color[n] = 1
-        stack.append(n)
-        for d in deps.get(n, ()):
+    for root in deps:
+        if root in color:
+            continue
+        color[root] = 1
+        path = [root]
+        iters = [iter(deps.get(root, ()))]
+        while iters:
+            d = next(iters[-1], None)
+            if d is None:
+                iters.pop()
+                color[path.pop()] = 2
+                continue
             if color.get(d) == 1:
-                return stack[stack.index(d) :] + [d]
+                return path[path.index(d) :] + [d]
             if d not in color:
-                found = visit(d)
-                if found:
-                    return found
-        stack.pop()
-        color[n] = 2
-        return None
-
-    for n in deps:
-        if n not in color:
-            found = visit(n)
-            if found:
-                return found
+                color[d] = 1
+                path.append(d)
+                iters.append(iter(deps.get(d, ())))
     return None
 
 
@@ -264,7 +308,10 @@ def parse_plan(text: str, tools: Mapping[str, FunctionTool]) -> Plan:
     calls: list[tuple[int, str, str, str]] = []
     joined = False
     seen: set[int] = set()
+    after = 0  # where the last call read ended: a numbered line inside its arguments is no call
     for m in _START_RE.finditer(text):
+        if m.start() < after:
+            continue
         index = int(m.group(1))
         if _JOIN_RE.match(text, m.end()):
             if index in seen:
@@ -274,6 +321,7 @@ def parse_plan(text: str, tools: Mapping[str, FunctionTool]) -> Plan:
         if not _CALL_RE.match(text, m.end()):
             continue  # a numbered line of prose, not a call
         name, args_text, end = _scan_call(text, m.end())
+        after = end
         if index in seen:
             raise PlanError(f"call number {index} is used twice; number the calls 1, 2, 3...")
         seen.add(index)
@@ -285,7 +333,7 @@ def parse_plan(text: str, tools: Mapping[str, FunctionTool]) -> Plan:
         )
     names = sorted(tools)
     parsed: list[PlannedCall] = []
-    indexes = [c[0] for c in calls]
+    indexes = {c[0] for c in calls}
     for index, name, args_text, call_text in calls:
         tool = tools.get(name)
         if tool is None:
