@@ -1,8 +1,9 @@
 """An MCP server built with the SDK's MCPServer (FastMCP's name in mcp 2), for the MCP tests.
 
-Run: ``python tests/mcp_test_server.py stdio`` or ``python tests/mcp_test_server.py http PORT``
+Run: ``python tests/mcp_test_server.py [--linger]`` over stdio (``--linger``: stay alive
+60 s after stdin closes, as a badly behaved server would), or ``python tests/mcp_test_server.py http PORT``
 (streamable HTTP on 127.0.0.1:PORT/mcp). Its tools cover what the time and git servers do not:
-images, structured output, a tool that raises, a slow tool and one that hangs the server.
+images, structured output, a tool that raises, a slow tool, its own process id, a resource.
 """
 
 from __future__ import annotations
@@ -49,13 +50,6 @@ async def slow(seconds: float) -> str:
 
 
 @server.tool()
-def hang(seconds: float) -> str:
-    """Block the whole server (a hung server: not even a ping is answered)."""
-    time.sleep(seconds)
-    return "woke up"
-
-
-@server.tool()
 def red_pixel() -> Image:
     """A tiny red image."""
     return Image(data=PNG, format="png")
@@ -86,3 +80,5 @@ if __name__ == "__main__":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()
+        if "--linger" in sys.argv:  # a badly behaved server: it outlives its closed stdin
+            time.sleep(60)

@@ -476,10 +476,10 @@ def test_bad_arguments_to_the_client_and_the_spec() -> None:
 
 
 def test_one_session_for_sync_async_and_running_loop_callers(time_client: BasicMCPClient, time_tools: dict[str, McpTool]) -> None:
-    before = time_client.sessions_started
     convert = time_tools["convert_time"]
     args = {"source_timezone": "UTC", "time": "06:30", "target_timezone": "Asia/Kolkata"}
     assert convert.call(**args).raw_output.structured["target"]["datetime"].endswith("T12:00:00+05:30")
+    before = time_client.sessions_started  # the call above opened a session if none was open
 
     async def from_a_loop() -> list[str]:
         inside = convert.call(**args).content  # sync call inside a running loop (Jupyter's case)
@@ -489,46 +489,73 @@ def test_one_session_for_sync_async_and_running_loop_callers(time_client: BasicM
     first = asyncio.run(from_a_loop())
     second = asyncio.run(from_a_loop())  # another event loop
     assert len({*first, *second}) == 1
-    assert time_client.sessions_started == before == 1
+    assert time_client.sessions_started == before
 
 
-def test_no_process_left_after_close_or_runner_reset() -> None:
-    others = children()
-    client = BasicMCPClient(PY, ["-m", "mcp_server_time"], timeout=20)
-    tools = McpToolSpec(client).to_tool_list()
-    runner = AgentRunner(FunctionCallingAgentWorker(tools, ScriptedLLM([
+def time_servers() -> set[int]:
+    """Our child processes running mcp-server-time."""
+    found = set()
+    for pid in children():
+        try:
+            if b"mcp_server_time" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
+def test_no_process_left_after_close_or_runner_reset(time_client: BasicMCPClient, time_tools: dict[str, McpTool]) -> None:
+    runner = AgentRunner(FunctionCallingAgentWorker(list(time_tools.values()), ScriptedLLM([
         tool_call("convert_time", source_timezone="UTC", time="00:00", target_timezone="UTC"), "ok",
     ] * 2)))
     runner.chat("go")
-    server = children() - others
-    assert len(server) == 1 and client.is_connected
+    server = time_servers()
+    assert len(server) == 1 and time_client.is_connected
+    started = time_client.sessions_started
     runner.reset()
-    assert not client.is_connected and wait_gone(server, 1.0) == set()
+    assert not time_client.is_connected and wait_gone(server, 1.0) == set()
     runner.chat("again")  # the session reopens lazily
-    assert client.sessions_started == 2
-    server = children() - others
-    client.close()
-    assert wait_gone(server, 1.0) == set() and children() - others == set()
+    assert time_client.sessions_started == started + 1
+    server = time_servers()
+    assert len(server) == 1
+    time_client.close()
+    assert wait_gone(server, 1.0) == set() and time_servers() == set()
 
 
-def test_no_process_left_at_interpreter_exit(tmp_path: Path) -> None:
-    script = tmp_path / "leave.py"
-    script.write_text(textwrap.dedent(f"""
-        import os, sys
+def test_no_process_left_when_the_kernel_restarts() -> None:
+    """A Jupyter kernel (a subprocess) restarted with a session open: its interpreter exits and
+    the client closes at exit. The server lingers after its stdin closes (as a badly behaved
+    one would), so only that close, which ends in a kill, can stop it in time."""
+    from jupyter_client import KernelManager
+
+    code = textwrap.dedent(f"""
+        import sys
         sys.path.insert(0, {str(HERE)!r})
         from test_mcp import children
         from nbagent import BasicMCPClient
-        client = BasicMCPClient({PY!r}, ["-m", "mcp_server_time"], timeout=20)
-        client.list_tools_sync()  # the server runs now
-        print(*children(), flush=True)
-        # no close(): the interpreter exits with the session open
-    """))
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-    done = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0, done.stderr
-    pids = {int(p) for p in done.stdout.split()}
-    assert len(pids) == 1
-    assert wait_gone(pids, 1.0) == set()
+        client = BasicMCPClient(sys.executable, [{TEST_SERVER!r}, "--linger"], timeout=20)
+        client.list_tools_sync()  # the server runs now; nothing closes it
+        print(*children())
+    """)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        printed: list[str] = []
+        reply = kc.execute_interactive(
+            code, timeout=60,
+            output_hook=lambda m: printed.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None,
+        )
+        kc.stop_channels()
+        assert reply["content"]["status"] == "ok", printed
+        pids = {int(p) for p in "".join(printed).split()}
+        assert len(pids) == 1 and all(alive(p) for p in pids)
+        km.restart_kernel(now=False)  # what the Restart button does
+        assert wait_gone(pids, 5.0) == set()
+    finally:
+        km.shutdown_kernel(now=True)
 
 
 # ----- views ---------------------------------------------------------------------------------
