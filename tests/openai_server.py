@@ -244,7 +244,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
                 self._error(404, f"no route {self.path}")
                 return
             try:

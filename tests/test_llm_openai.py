@@ -450,3 +450,54 @@ def test_sync_stream_then_sync_chat(server: FakeOpenAIServer) -> None:
     llm = llm_for(server)
     assert "".join(c.delta or "" for c in llm.stream_chat(user("s"))) == "streamed words here"
     assert llm.chat(user("p")).message.text == "plain"
+
+
+def test_credentials_in_base_url_never_in_repr_errors_or_logs(
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """user:pw@ and ?api-key= in base_url (proxies, Azure-style gateways) are as secret as
+    the key: masked in repr, in every error (also ones the server echoes, and a refused
+    connection) and in the log lines of the openai client and httpx."""
+    import logging
+
+    import openai
+
+    port = server.base_url.split(":")[2].split("/")[0]
+    url = f"http://alice:pw-S3CR3T@127.0.0.1:{port}/v1?api-key=QK-S3CR3T"
+    llm = OpenAILLM(model="fake-model", base_url=url)
+    secrets = ("pw-S3CR3T", "QK-S3CR3T", "alice:")
+
+    def clean(text: str) -> None:
+        assert not [s for s in secrets if s in text], text
+
+    clean(repr(llm))
+    assert llm.public_base_url == f"http://127.0.0.1:{port}/v1"
+    caplog.set_level(logging.DEBUG)
+    server.add("hello")
+    assert llm.chat(user("hi")).message.text == "hello"  # the credentials still reach the server
+    sent = server.requests[-1]
+    assert sent.headers.get("authorization", "").startswith("Basic ") or "api-key=QK-S3CR3T" in sent.path
+    assert "api-key=QK-S3CR3T" in sent.path
+    server.add({"status": 400, "message": f"bad request to {url} with api-key=QK-S3CR3T"})
+    with pytest.raises(openai.BadRequestError) as bad:
+        llm.chat(user("hi"))
+    clean(str(bad.value))
+    clean(repr(bad.value))
+    server.add({"malformed": True})
+    with pytest.raises(ValueError) as malformed:
+        llm.chat(user("hi"))
+    clean(str(malformed.value))
+    refused = OpenAILLM(model="m", base_url="http://bob:pw-S3CR3T@127.0.0.1:9/v1?api-key=QK-S3CR3T", max_retries=0, timeout=2)
+    with pytest.raises(openai.APIConnectionError) as conn:
+        refused.chat(user("hi"))
+    error: BaseException | None = conn.value
+    while error is not None:
+        clean(str(error))
+        error = error.__cause__ or error.__context__
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP Request" in logged or "Request options" in logged  # the client did log
+    clean(logged)
+    with block_network(True):
+        with pytest.raises(NetworkBlockedError) as blocked:
+            OpenAILLM(base_url="https://u:pw-S3CR3T@example.com/v1?api-key=QK-S3CR3T").chat(user("hi"))
+    clean(str(blocked.value))

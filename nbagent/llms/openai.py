@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import threading
 import uuid
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from nbagent.llms.base import LLM, ChatResponse, NetworkBlockedError, ToolChoice, network_blocked
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
@@ -97,8 +98,25 @@ class OpenAILLM(LLM):
             return prefix + "…"
         return prefix + "…" + key[-4:]
 
+    @property
+    def public_base_url(self) -> str:
+        """``base_url`` without what may be a secret: user info (``user:pw@``), query
+        (``?api-key=...``) and fragment. Every repr, error and log line shows this one."""
+        return public_url(self.base_url)
+
+    def _scrub_text(self, text: str) -> str:
+        """``text`` with the key and the URL's secrets masked."""
+        if self.base_url in text:
+            text = text.replace(self.base_url, self.public_base_url)
+        for secret in _url_secrets(self.base_url):
+            text = text.replace(secret, "***")
+        key = self._api_key
+        if key and key in text:
+            text = text.replace(key, self.masked_key)
+        return text
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.public_base_url!r})"
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle/copy without live clients (they are bound to an event loop)."""
@@ -118,13 +136,13 @@ class OpenAILLM(LLM):
         """Refuse before any request: blocked network, or no key for api.openai.com."""
         if network_blocked() and not is_loopback_url(self.base_url):
             raise NetworkBlockedError(
-                f"OpenAILLM would send a request to {self.base_url}, but network access is "
+                f"OpenAILLM would send a request to {self.public_base_url}, but network access is "
                 "blocked. Allow it with nbagent.llms.block_network(False) or unset "
                 "NBAGENT_BLOCK_NETWORK; loopback servers (127.0.0.1, localhost) are always allowed."
             )
         if not self._api_key and _is_openai_url(self.base_url):
             raise ValueError(
-                f"OpenAILLM(model={self.model!r}) has no API key for {self.base_url}: set "
+                f"OpenAILLM(model={self.model!r}) has no API key for {self.public_base_url}: set "
                 "OPENAI_API_KEY, or pass api_key=..., or pass base_url=... for a local "
                 "OpenAI-compatible server (Ollama, vLLM, llama.cpp) that needs no key."
             )
@@ -137,9 +155,12 @@ class OpenAILLM(LLM):
         with self._clients_lock:
             client = self._clients.get(loop)
             if client is None:
+                _protect_logs(self)
+                base, query = _split_query(self.base_url)
                 client = openai.AsyncOpenAI(
                     api_key=self._api_key or _NO_KEY_PLACEHOLDER,
-                    base_url=self.base_url,
+                    base_url=base,
+                    default_query=query or None,
                     timeout=self.timeout,
                     max_retries=self.max_retries,
                 )
@@ -175,19 +196,14 @@ class OpenAILLM(LLM):
 
     def _scrubbed(self, err: Exception) -> NoReturn:
         """Re-raise ``err`` (same type, so ``except openai.AuthenticationError`` still works)
-        with the key masked wherever a server echoed it back."""
-        key = self._api_key
-        if not key or (key not in str(err) and key not in repr(getattr(err, "body", None))):
-            raise err
-        text = str(err).replace(key, self.masked_key)
-        try:
-            err.args = (text,)
-            if hasattr(err, "message"):
-                err.message = text  # type: ignore[attr-defined]
-            if hasattr(err, "body"):
-                err.body = None  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):
-            raise RuntimeError(f"{type(err).__name__}: {text}") from None
+        with the key and the URL's secrets masked wherever they appear: in it, in its body
+        (a server may echo them back) and in the errors it was raised from."""
+        seen: set[int] = set()
+        e: BaseException | None = err
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            _scrub_error(self, e)
+            e = e.__cause__ or e.__context__
         raise err
 
     # -- request ---------------------------------------------------------------------------
@@ -225,7 +241,7 @@ class OpenAILLM(LLM):
             completion = await self._client().chat.completions.create(**params)
         except openai.OpenAIError as e:
             self._scrubbed(e)
-        return parse_completion(completion, self.model, self.base_url)
+        return parse_completion(completion, self.model, self.public_base_url)
 
     async def _astream(
         self,
@@ -261,7 +277,7 @@ class OpenAILLM(LLM):
             self._scrubbed(e)
         finally:
             await stream.close()
-        final = acc.final(self.base_url)
+        final = acc.final(self.public_base_url)
         final.raw = last
         yield final
 
@@ -335,6 +351,114 @@ def _usage(raw: Any) -> TokenUsage | None:
         prompt_tokens=int(getattr(raw, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
     )
+
+
+def public_url(url: str) -> str:
+    """A URL without user info, query or fragment (where keys sometimes hide)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:  # an IPv6 address keeps its brackets
+            host = f"[{host}]"
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        return "(a URL that could not be read)"
+
+
+def _split_query(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its query, and the query as parameters: the openai client appends
+    paths to its base URL, so a query (``?api-key=...``) goes with every request instead."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, {}
+    if not parts.query:
+        return url, {}
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), dict(parse_qsl(parts.query))
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The parts of ``url`` that may be secrets, longest first (raw and percent-decoded)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url]
+    found: set[str] = set()
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        found.add(userinfo)
+        found.update(userinfo.split(":", 1))
+    for piece in (parts.query, parts.fragment):
+        if piece:
+            found.add(piece)
+            for pair in piece.split("&"):
+                found.add(pair.split("=", 1)[-1])
+    found |= {unquote(s) for s in found}
+    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
+
+
+def _scrub_error(llm: OpenAILLM, err: BaseException) -> None:
+    text = str(err)
+    body = getattr(err, "body", None)
+    clean = llm._scrub_text(text)
+    dirty_body = body is not None and llm._scrub_text(repr(body)) != repr(body)
+    if clean == text and not dirty_body:
+        return
+    try:
+        err.args = (clean,)
+        if hasattr(err, "message"):
+            err.message = clean  # type: ignore[attr-defined]
+        if dirty_body:
+            err.body = None  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
+
+
+class _LogScrubber:
+    """Masks every OpenAILLM's URL secrets and key in the log records of the HTTP stack the
+    openai client logs through (``httpx`` logs each request's full URL at INFO, user info and
+    query included). A record factory, not a logger filter: records of child loggers and of
+    renamed forks (``httpx2``) pass here too, whatever handler the user attaches later."""
+
+    PREFIXES = ("openai", "httpx", "httpcore")
+
+    def __init__(self) -> None:
+        self.llms: weakref.WeakSet[OpenAILLM] = weakref.WeakSet()
+        self.installed = False
+        self.previous: Any = None
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        self.previous = logging.getLogRecordFactory()
+        logging.setLogRecordFactory(self.make)
+        self.installed = True
+
+    def make(self, name: str, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record: logging.LogRecord = self.previous(name, *args, **kwargs)
+        if self.llms and name.startswith(self.PREFIXES):
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001  (a broken record is not ours to fix)
+                return record
+            clean = message
+            for llm in list(self.llms):
+                clean = llm._scrub_text(clean)
+            if clean != message:
+                record.msg, record.args = clean, ()
+        return record
+
+
+_SCRUBBER = _LogScrubber()
+
+
+def _protect_logs(llm: OpenAILLM) -> None:
+    if not _url_secrets(llm.base_url) and not llm._api_key:
+        return
+    _SCRUBBER.llms.add(llm)
+    _SCRUBBER.install()
 
 
 def _malformed(base_url: str, what: str, raw: Any) -> ValueError:
