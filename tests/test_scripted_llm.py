@@ -69,3 +69,54 @@ def test_network_switch() -> None:
     with block_network(False):
         assert not network_blocked()
     assert network_blocked()
+
+
+def test_function_llm_played_by_an_async_def_is_awaited_everywhere() -> None:
+    async def model(messages: list[ChatMessage], tools: list) -> object:
+        await asyncio.sleep(0)  # real async work, e.g. asking another model
+        if tools:
+            return tool_call(tools[0].name, a=2, b=3)
+        return f"echo: {messages[-1].text}"
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    llm = FunctionLLM(model)
+    assert str(llm.chat(Q)) == "echo: question"  # sync, from plain code
+    assert str(asyncio.run(llm.achat(Q))) == "echo: question"
+    calls = llm.chat(Q, tools=[FunctionTool.from_defaults(add)]).tool_calls
+    assert [(c.tool_name, c.tool_kwargs) for c in calls] == [("add", {"a": 2, "b": 3})]
+    assert "".join(r.delta or "" for r in llm.stream_chat(Q)) == "echo: question"
+
+    async def broken(messages: list[ChatMessage], tools: list) -> object:
+        raise ConnectionError("the other model is down")
+
+    with pytest.raises(ConnectionError, match="the other model is down"):
+        FunctionLLM(broken).chat(Q)
+
+    async def wrong(messages: list[ChatMessage], tools: list) -> object:
+        return 42
+
+    with pytest.raises(TypeError, match="what the FunctionLLM's function returns must be a str.*got int: 42"):
+        FunctionLLM(wrong).chat(Q)
+
+
+def test_a_script_can_hand_over_to_a_function_when_it_ends() -> None:
+    seen: list[str] = []
+
+    async def after(messages: list[ChatMessage], tools: list) -> str:
+        seen.append(messages[-1].text)
+        return f"free play {len(seen)}"
+
+    llm = ScriptedLLM(["one", ConnectionError("down once")], then=after)
+    assert str(llm.chat(Q)) == "one"
+    with pytest.raises(ConnectionError):
+        llm.chat(Q)
+    assert [str(llm.chat(Q)) for _ in range(3)] == ["free play 1", "free play 2", "free play 3"]
+    assert seen == ["question"] * 3 and llm.position == 5
+    llm.reset()
+    assert str(llm.chat(Q)) == "one"  # reset starts the script again
+    with pytest.raises(TypeError, match="then= must be a function"):
+        ScriptedLLM(["x"], then="not a function")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not both"):
+        ScriptedLLM(["x"], then=after, repeat_last=True)

@@ -8,9 +8,9 @@ request they were sent in ``requests``, so a workshop or a test can look at the 
 from __future__ import annotations
 
 import asyncio
-
+import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Union
 
 from nbagent.llms.base import LLM, ChatResponse, ToolChoice
@@ -97,9 +97,11 @@ class _OfflineModel(LLM):
                 role=MessageRole.ASSISTANT, content=reply.get("content"), tool_calls=calls
             )
         raise TypeError(
-            f"a scripted reply must be a str, ChatMessage, ChatResponse, dict with "
+            f"{self._source} must be a str, ChatMessage, ChatResponse, dict with "
             f"'tool_calls', or an Exception to raise; got {type(reply).__name__}: {reply!r}"
         )
+
+    _source = "a scripted reply"
 
     def _usage(self, messages: list[ChatMessage], reply: ChatMessage) -> TokenUsage:
         prompt = sum(4 + count_tokens(m.text) for m in messages)
@@ -116,7 +118,10 @@ class _OfflineModel(LLM):
     ) -> ChatResponse:
         if self.keep_requests:
             self.requests.append(_Request(messages, tools, tool_choice))
-        message = self._normalise(self._reply_for(messages, tools, tool_choice))
+        reply: Any = self._reply_for(messages, tools, tool_choice)
+        if inspect.isawaitable(reply):  # an ``async def`` playing the model
+            reply = await reply
+        message = self._normalise(reply)
         return ChatResponse(message=message, usage=self._usage(messages, message), model=self.model)
 
     async def _astream(
@@ -142,7 +147,9 @@ class ScriptedLLM(_OfflineModel):
 
     A reply is text, a ``ChatMessage``, ``tool_call("name", **args)`` (or a dict with
     ``tool_calls``), or an exception to raise. Past the end of the script it raises
-    ``ScriptExhaustedError``, or repeats the last reply with ``repeat_last=True``.
+    ``ScriptExhaustedError``, repeats the last reply with ``repeat_last=True``, or hands over
+    to ``then``: a function ``fn(messages, tools) -> reply`` (plain or ``async def``) that plays
+    the model from there on, so a scripted lesson can be followed by free play.
     """
 
     def __init__(
@@ -151,26 +158,35 @@ class ScriptedLLM(_OfflineModel):
         *,
         model: str = "scripted",
         repeat_last: bool = False,
+        then: ReplyFn | None = None,
         function_calling: bool = True,
         keep_requests: bool = True,
     ) -> None:
         super().__init__(model, keep_requests)
         if isinstance(replies, (str, dict)):
             raise TypeError("ScriptedLLM takes a list of replies, e.g. ScriptedLLM(['Hi'])")
+        if then is not None and not callable(then):
+            raise TypeError(f"then= must be a function fn(messages, tools) -> reply, got {type(then).__name__}")
+        if then is not None and repeat_last:
+            raise ValueError("pass repeat_last=True or then=..., not both: both say what comes after the script")
         self.replies = list(replies)
         self.repeat_last = repeat_last
+        self.then = then
         self.is_function_calling_model = function_calling
         self.position = 0
 
     def _reply_for(self, messages: list[ChatMessage], tools: list[ToolMetadata], tool_choice: ToolChoice | None) -> Reply:
         if self.position >= len(self.replies):
+            if self.then is not None:
+                self.position += 1
+                return self.then(messages, tools)
             if self.repeat_last and self.replies:
                 return self.replies[-1]
             last = messages[-1].text[:200] if messages else ""
             raise ScriptExhaustedError(
                 f"ScriptedLLM has no reply left: all {len(self.replies)} scripted replies were "
                 f"used, and call {self.position + 1} came in (last message: {last!r}). "
-                "Add replies to the script or pass repeat_last=True."
+                "Add replies to the script, or pass repeat_last=True or then=a function."
             )
         reply = self.replies[self.position]
         self.position += 1
@@ -186,11 +202,17 @@ class ScriptedLLM(_OfflineModel):
         return f"ScriptedLLM(model={self.model!r}, replies={len(self.replies)}, used={self.position})"
 
 
-ReplyFn = Callable[[list[ChatMessage], list[ToolMetadata]], Reply]
+ReplyFn = Callable[[list[ChatMessage], list[ToolMetadata]], Union[Reply, Awaitable[Reply]]]
 
 
 class FunctionLLM(_OfflineModel):
-    """A model played by a Python function ``fn(messages, tools) -> reply``."""
+    """A model played by a Python function ``fn(messages, tools) -> reply``.
+
+    ``fn`` may be an ``async def`` (awaited: it can call other async code, e.g. another model);
+    it returns what a ``ScriptedLLM`` reply may be.
+    """
+
+    _source = "what the FunctionLLM's function returns"
 
     def __init__(
         self,
@@ -217,6 +239,12 @@ class FunctionLLM(_OfflineModel):
         # the function may block (a local model): it runs in a worker thread, so the loop stays
         # free and an interrupt or Stop rolls the step back at once; a reply that comes after
         # that is dropped
-        reply = await asyncio.to_thread(self.fn, messages, tools)
+        reply: Any
+        if inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(getattr(self.fn, "__call__", None)):
+            reply = await self.fn(messages, tools)  # an ``async def``: awaited on the loop
+        else:
+            reply = await asyncio.to_thread(self.fn, messages, tools)
+            if inspect.isawaitable(reply):  # a plain function that returned a coroutine
+                reply = await reply
         message = self._normalise(reply)
         return ChatResponse(message=message, usage=self._usage(messages, message), model=self.model)

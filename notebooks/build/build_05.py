@@ -28,6 +28,8 @@ is how this notebook drives it below, so it also runs unattended. Runs happen in
 background: the notebook stays responsive while the agent works.
 
 The model is a `ScriptedLLM` (offline); it fails once on purpose so there is something to retry.
+When its script is used up it hands over to a tiny rule-based shop assistant (`then=`), so after
+the lesson you can keep playing with the panel (new tasks, steps, undo) without a real model.
 """),
     code("""
 from nbagent import ReActAgent, ScriptedLLM, seed_ids
@@ -47,6 +49,45 @@ def total(amounts: list[float]) -> float:
     """Add up a list of amounts."""
     return round(sum(amounts), 2)
 '''),
+    code(r'''
+import json
+import re
+
+from nbagent import MessageRole
+
+COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def shop_assistant(messages, tools):
+    """Plays the model after the script: prices each item the user asked for, then adds up."""
+    # this task's turns: after the last final answer (earlier tasks are in the agent's memory)
+    start = max((i + 1 for i, m in enumerate(messages) if m.role == MessageRole.ASSISTANT
+                 and ("Answer:" in m.text or not m.text.startswith("Thought"))), default=0)
+    turns = messages[start:]
+    asked = " ".join(m.text for m in turns if m.role == MessageRole.USER and not m.text.startswith("Observation"))
+    wanted = {}
+    for count, item in re.findall(r"\b(?:(\d+|an?|one|two|three|four|five)\s+)?(apple|bread|cheese)s?\b", asked.lower()):
+        wanted[item] = wanted.get(item, 0) + (int(count) if count.isdigit() else COUNTS.get(count, 1))
+    seen = {}  # tool name and input -> what it returned
+    for call, result in zip(turns, turns[1:]):
+        action = re.search(r"Action: (\w+)\nAction Input: (\{.*\})", call.text)
+        if action and result.text.startswith("Observation:"):
+            seen[action.group(1), action.group(2)] = result.text.split(":", 1)[1].strip()
+    if not wanted:
+        return ("Thought: Nothing I can price.\nAnswer: I only know the prices of apples, bread and "
+                "cheese. Try: How much for two apples and a bread?")
+    prices = {}
+    for item in wanted:
+        args = json.dumps({"item": item})
+        if ("price", args) not in seen:
+            return f"Thought: I need the price of {item}.\nAction: price\nAction Input: {args}"
+        prices[item] = float(seen["price", args])
+    args = json.dumps({"amounts": [prices[item] for item, n in wanted.items() for _ in range(n)]})
+    if ("total", args) not in seen:
+        return f"Thought: Now I add it up.\nAction: total\nAction Input: {args}"
+    things = ", ".join(f"{n} {item}" for item, n in wanted.items())
+    return f"Thought: I have the total.\nAnswer: {things}: {seen['total', args]} euros."
+'''),
     code("""
 llm = ScriptedLLM([
     'Thought: I need the price of bread.\\nAction: price\\nAction Input: {"item": "bread"}',
@@ -56,7 +97,7 @@ llm = ScriptedLLM([
     'Thought: The user also wants apples; I need their price.\\nAction: price\\nAction Input: {"item": "apple"}',
     'Thought: Two apples, bread and cheese.\\nAction: total\\nAction Input: {"amounts": [0.5, 0.5, 2.25, 4.0]}',
     "Thought: I have the total.\\nAnswer: Bread, cheese and two apples cost 7.25 euros.",
-])
+], then=shop_assistant)
 """),
     *real_model_cells(
         note="With a real model, run the panel by hand: the scripted failure below will not happen."
@@ -151,6 +192,19 @@ The panel once more, as it is now (a second view of the same widget):
 """),
     code("""
 panel
+"""),
+    md("""
+## Keep playing
+
+The script is used up; from here the shop assistant plays the model, so every button keeps
+working offline. A new task from Python (the **New task** box does the same):
+"""),
+    code("""
+panel.new_task("How much for three apples and a cheese?")
+panel.run()
+await panel.wait()
+print(panel)
+print(agent.state_of(panel.task_id).final_response)
 """),
     md("""
 ## Running a workshop
