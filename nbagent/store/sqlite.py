@@ -43,6 +43,7 @@ deleted task or a reset left in shared containers stay until the run is saved in
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -79,7 +80,6 @@ from nbagent.store.values import (
     _Decoder,
     _Encoder,
     _ref_of,
-    _strip_unused,
 )
 
 if TYPE_CHECKING:
@@ -193,6 +193,11 @@ class RunStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL: a commit survives the process being killed; no fsync per step
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # a step rewrites the same few pages (its task's row, the newest leaves): copy them
+            # back into the database every ~10,000 pages, not every 1,000, and keep the log's
+            # file at most 64 MB between checkpoints
+            self._db.execute("PRAGMA wal_autocheckpoint=10000")
+            self._db.execute("PRAGMA journal_size_limit=67108864")
             with self._tx():
                 for stmt in _SCHEMA_SQL.split(";"):
                     if stmt.strip():
@@ -462,8 +467,10 @@ class _StoreEncoder(_Encoder):
         return super().value(v, path)
 
     def done(self, node: Any) -> Any:
+        # the "$id" marks nobody refers to stay: harmless, and stripping them would cost a
+        # second walk over every row
         self.w.counter = self.base + len(self.keep)
-        return _strip_unused(node, self.used)
+        return node
 
 
 class _Container:
@@ -533,6 +540,7 @@ class _Writer:
         self.mirrors: dict[str, _Mirror] = {}
         self.touched: set[int] = set()
         self.dirty_dicts: dict[int, dict[str, Any]] = {}
+        self.dict_text: dict[int, str] = {}  # what each dict's row holds now
         self.next_k = 0
         self.counter = 0
         self.header = ""
@@ -627,7 +635,8 @@ class _Writer:
             self.write_header()
             return
         state = runner._tasks.get(event.task_id)
-        self.write_header()
+        if t not in (ev.StepCompleted, ev.StepFailed, ev.StepUndone, ev.StepEdited) or _ids._rng is not None:
+            self.write_header()  # a step changes none of it, but the seeded id generator's state
         if state is None:
             return
         if t is ev.TaskFinalized or event.task_id not in self.mirrors:
@@ -740,8 +749,10 @@ class _Writer:
         while self.dirty_dicts:
             k, d = self.dirty_dicts.popitem()
             enc = _StoreEncoder(self)
-            rec = enc.done(enc.root(d, (None, "state")))
-            self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (self.run_id, k, "dict", _dumps(rec)))
+            text = _dumps(enc.done(enc.root(d, (None, "state"))))
+            if self.dict_text.get(k) != text:
+                self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (self.run_id, k, "dict", text))
+                self.dict_text[k] = text
 
     # ----- one task ---------------------------------------------------------------------
     def _write_task(self, state: TaskState, dirty: set[str] | None) -> None:
@@ -815,19 +826,18 @@ class _Writer:
         for sid, s in steps.items():
             if sid not in m.steps:
                 m.steps[sid] = s
-            enc = _StoreEncoder(self)
-            enc.steps = known  # type: ignore[assignment]
-            enc.output_index = m.out_n
-            rec = _step_record(s, sid in state.steps)
+            rec = _step_record(s, sid in state.steps)  # ids and text only: nothing to encode
             rec["state"] = {"$d": self.dicts[id(s.step_state)][0]}
             model = step_models.get(sid)
             if model is not None:
                 rec["model"] = model
-            rows.append((run, tid, sid, _ord(m, sid), _dumps(enc.done(rec))))
+            rows.append((run, tid, sid, _ord(m, sid), _dumps(rec)))
         db.executemany(
             "INSERT INTO steps VALUES(?,?,?,?,?) ON CONFLICT DO UPDATE SET rec=excluded.rec", rows
         )
         m.registered = len(state.steps)
+        fresh = {m.out_n[id(out)]: [None, 0, None] for out in new_outputs}  # cpos, done, upos
+        self._positions(state, m, dirty, fresh)
         rows = []
         for out in new_outputs:
             n = m.out_n[id(out)]
@@ -835,9 +845,8 @@ class _Writer:
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
-            rows.append((run, tid, n, _dumps(enc.done(rec))))
-        db.executemany("INSERT OR REPLACE INTO outputs(run_id, task_id, n, rec) VALUES(?,?,?,?)", rows)
-        self._positions(state, m, dirty)
+            rows.append((run, tid, n, *fresh[n], _dumps(enc.done(rec))))
+        db.executemany("INSERT OR REPLACE INTO outputs VALUES(?,?,?,?,?,?,?)", rows)
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
@@ -872,19 +881,29 @@ class _Writer:
              len(state.completed_steps), time.time(), _dumps(head)),
         )
 
-    def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None) -> None:
-        """Which outputs are completed (in order), done (by step) and undone (in order)."""
+    def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
+        """Which outputs are completed (in order), done (by step) and undone (in order).
+        Rows about to be written (``fresh``: n -> [cpos, done, upos]) get theirs there."""
         run, tid, db = self.run_id, state.task_id, self.db
+
+        def put(column: str, values: list[tuple[Any, int]]) -> None:
+            slot = {"cpos": 0, "done": 1, "upos": 2}[column]
+            old = []
+            for value, n in values:
+                if n in fresh:
+                    fresh[n][slot] = value
+                else:
+                    old.append((value, run, tid, n))
+            if old:
+                db.executemany(f"UPDATE outputs SET {column}=? WHERE run_id=? AND task_id=? AND n=?", old)
+
         for column, written, live in (("cpos", m.completed, state.completed_steps), ("upos", m.undone, state.undone_outputs)):
             p = _common_prefix(written, live)
             if p < len(written):
                 db.execute(f"UPDATE outputs SET {column}=NULL WHERE run_id=? AND task_id=? AND {column}>=?", (run, tid, p))
                 del written[p:]
             if len(live) > p:
-                db.executemany(
-                    f"UPDATE outputs SET {column}=? WHERE run_id=? AND task_id=? AND n=?",
-                    [(i, run, tid, m.out_n[id(live[i])]) for i in range(p, len(live))],
-                )
+                put(column, [(i, m.out_n[id(live[i])]) for i in range(p, len(live))])
                 written.extend(live[p:])
         check = state.outputs.keys() if dirty is None else dirty
         for sid in list(check):
@@ -892,19 +911,18 @@ class _Writer:
             old = m.done.get(sid)
             if live_out is not old:
                 if old is not None:
-                    db.execute("UPDATE outputs SET done=0 WHERE run_id=? AND task_id=? AND n=?", (run, tid, m.out_n[id(old)]))
+                    put("done", [(0, m.out_n[id(old)])])
                     del m.done[sid]
                 if live_out is not None:
-                    db.execute("UPDATE outputs SET done=1 WHERE run_id=? AND task_id=? AND n=?", (run, tid, m.out_n[id(live_out)]))
+                    put("done", [(1, m.out_n[id(live_out)])])
                     m.done[sid] = live_out
         if len(m.done) != len(state.outputs) or any(
-            state.outputs.get(sid) is not out for sid, out in list(m.done.items())[-2:]
+            state.outputs.get(sid) is not m.done[sid] for sid in itertools.islice(reversed(m.done), 2)
         ):
             db.execute("UPDATE outputs SET done=0 WHERE run_id=? AND task_id=?", (run, tid))
-            db.executemany(
-                "UPDATE outputs SET done=1 WHERE run_id=? AND task_id=? AND n=?",
-                [(run, tid, m.out_n[id(o)]) for o in state.outputs.values()],
-            )
+            for slot in fresh.values():
+                slot[1] = 0
+            put("done", [(1, m.out_n[id(o)]) for o in state.outputs.values()])
             m.done = dict(state.outputs)
 
     def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:

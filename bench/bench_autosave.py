@@ -1,0 +1,91 @@
+"""Autosave cost per step as a task grows: the SQLite run store vs a plain step, and save /
+load time of a whole run (run file and store) at 100 / 1,000 / 10,000 steps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nbagent import AgentChatResponse, AgentRunner, ChatMessage, CustomSimpleAgentWorker, MessageRole, Task, ToolOutput  # noqa: E402
+from nbagent.store import RunStore  # noqa: E402
+
+STEPS = int(os.environ.get("BENCH_AUTOSAVE_STEPS", "10000"))
+MARKS = [m for m in (100, 1_000, 10_000) if m <= STEPS]
+WINDOW = 100  # steps timed around each mark
+
+
+class Counter(CustomSimpleAgentWorker):
+    """A worker that does what a real one keeps: a message and a source per step."""
+
+    def _initialize_state(self, task: Task, **kwargs: object) -> dict[str, object]:
+        return {"count": 0}
+
+    def _run_step(self, state, task, input=None):  # type: ignore[no-untyped-def]
+        state["count"] += 1
+        state["memory"].put(ChatMessage(role=MessageRole.ASSISTANT, content=f"step {state['count']}"))
+        state["sources"].append(ToolOutput(content=str(state["count"]), tool_name="count"))
+        return AgentChatResponse(response=f"count={state['count']}"), False
+
+    def _finalize_task(self, state, **kwargs):  # type: ignore[no-untyped-def]
+        pass
+
+
+def per_step(runner: AgentRunner, task: Task, upto: int, done: int, timings: dict[int, float]) -> int:
+    """Run to ``upto`` steps, timing the WINDOW steps just before each mark."""
+    for mark in MARKS:
+        if mark > upto:
+            break
+        while done < mark - WINDOW:
+            runner.run_step(task)
+            done += 1
+        start = time.perf_counter()
+        while done < mark:
+            runner.run_step(task)
+            done += 1
+        timings[mark] = (time.perf_counter() - start) / WINDOW
+    return done
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp())
+    plain: dict[int, float] = {}
+    stored: dict[int, float] = {}
+    runner = AgentRunner(Counter())
+    per_step(runner, runner.create_task("go"), STEPS, 0, plain)
+    store = RunStore(tmp / "runs.db")
+    auto = AgentRunner(Counter(), store=store)
+    per_step(auto, auto.create_task("go"), STEPS, 0, stored)
+    print(f"autosave cost per step (CustomSimpleAgentWorker, undo on), mean of {WINDOW} steps before each mark:")
+    for mark in MARKS:
+        print(f"  at {mark:6,d} steps: plain {plain[mark] * 1e6:7.1f} us   autosave to runs.db "
+              f"{stored[mark] * 1e6:7.1f} us  ({stored[mark] / plain[mark]:.1f}x a plain step; target <= 3x)")
+    print("save / load of a whole run (one task):")
+    for mark in MARKS:
+        r = AgentRunner(Counter())
+        t = r.create_task("go")
+        for _ in range(mark):
+            r.run_step(t)
+        start = time.perf_counter()
+        r.save(tmp / f"r{mark}.json")
+        json_save = time.perf_counter() - start
+        start = time.perf_counter()
+        AgentRunner.load(tmp / f"r{mark}.json")
+        json_load = time.perf_counter() - start
+        start = time.perf_counter()
+        r.save(tmp / f"r{mark}.db")
+        db_save = time.perf_counter() - start
+        start = time.perf_counter()
+        AgentRunner.load(tmp / f"r{mark}.db")
+        db_load = time.perf_counter() - start
+        size = (tmp / f"r{mark}.json").stat().st_size
+        print(f"  {mark:6,d} steps: run.json save {json_save * 1e3:7.1f} ms, load {json_load * 1e3:7.1f} ms "
+              f"({size / 1e6:.1f} MB)   runs.db save {db_save * 1e3:7.1f} ms, load {db_load * 1e3:7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
