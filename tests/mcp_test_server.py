@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
@@ -67,6 +67,12 @@ def pid() -> int:
     import os
 
     return os.getpid()
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of one HTTP request header ('' over stdio or when absent)."""
+    return (ctx.headers or {}).get(name.lower(), "")
 
 
 @server.resource("note://readme", name="readme", description="a short note")

@@ -198,6 +198,24 @@ def test_async_listing_and_resources(http_client: BasicMCPClient) -> None:
     assert out.content == "MCP resources are read like this." and not out.is_error
 
 
+def test_one_call_helpers_and_headers_reach_an_http_server(http_server: HttpServer) -> None:
+    from nbagent.mcp import aget_tools_from_mcp_url, get_tools_from_mcp_url
+
+    if http_server.proc is None:
+        http_server.start()
+    client = BasicMCPClient(http_server.url, headers={"X-Nbagent-Test": "hello"}, timeout=5)
+    try:
+        [header] = get_tools_from_mcp_url(http_server.url, client=client, allowed_tools=["header"])
+        assert header.call(name="X-Nbagent-Test").content == "hello"
+    finally:
+        client.close()
+    tools = asyncio.run(aget_tools_from_mcp_url(http_server.url, allowed_tools=["add"]))
+    try:
+        assert [t.name for t in tools] == ["add"] and tools[0].call(a=1, b=2).raw_output.structured["total"] == 3
+    finally:
+        tools[0].mcp_client.close()
+
+
 # ----- calling through the workers -----------------------------------------------------------
 
 
@@ -580,6 +598,9 @@ def test_views_name_the_server(time_tools: dict[str, McpTool], time_client: Basi
     listing = mcp_tools_html("mcp_server_time", list(time_tools.values()))
     assert "2 tools" in listing and "convert_time(source_timezone: string, time: string, target_timezone: string)" in listing
     assert "structured output (JSON schema)" in listing
+    from nbagent.viz.html import worker_html
+
+    assert "convert_time (MCP: mcp_server_time)" in worker_html(runner.agent_worker)
     client_card = time_client._repr_html_()
     assert "connected" in client_card and "get_current_time(timezone: string)" in client_card
 

@@ -23,7 +23,13 @@ and a saved run holding MCP results loads without it.
 
 from nbagent.mcp.client import BasicMCPClient, MCPServerError, close_tool_sessions
 from nbagent.mcp.results import McpImage, McpToolResult, to_tool_result, tool_server
-from nbagent.mcp.tools import McpTool, McpToolMetadata, McpToolSpec
+from nbagent.mcp.tools import (
+    McpTool,
+    McpToolMetadata,
+    McpToolSpec,
+    aget_tools_from_mcp_url,
+    get_tools_from_mcp_url,
+)
 
 __all__ = [
     "BasicMCPClient",
@@ -36,4 +42,6 @@ __all__ = [
     "close_tool_sessions",
     "to_tool_result",
     "tool_server",
+    "get_tools_from_mcp_url",
+    "aget_tools_from_mcp_url",
 ]

@@ -18,7 +18,7 @@ from nbagent.tools import FunctionTool, ToolMetadata
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = ["McpTool", "McpToolMetadata", "McpToolSpec"]
+__all__ = ["McpTool", "McpToolMetadata", "McpToolSpec", "get_tools_from_mcp_url", "aget_tools_from_mcp_url"]
 
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -280,3 +280,25 @@ class McpToolSpec:
         from nbagent.viz.mcp_html import mcp_tools_html
 
         return mcp_tools_html(self.client.name, self.tools)
+
+
+async def aget_tools_from_mcp_url(
+    command_or_url: str,
+    client: BasicMCPClient | None = None,
+    allowed_tools: Sequence[str] | None = None,
+    include_resources: bool = False,
+) -> list[McpTool]:
+    """A server's tools in one call (LlamaIndex's helper): a new client unless one is given."""
+    client = client if client is not None else BasicMCPClient(command_or_url)
+    return await McpToolSpec(client, allowed_tools, include_resources).to_tool_list_async()
+
+
+def get_tools_from_mcp_url(
+    command_or_url: str,
+    client: BasicMCPClient | None = None,
+    allowed_tools: Sequence[str] | None = None,
+    include_resources: bool = False,
+) -> list[McpTool]:
+    """``aget_tools_from_mcp_url`` for sync code."""
+    client = client if client is not None else BasicMCPClient(command_or_url)
+    return McpToolSpec(client, allowed_tools, include_resources).to_tool_list()

@@ -77,7 +77,7 @@ class BaseAgentWorker(PromptMixin, ABC):
             info["model"] = getattr(llm, "model", type(llm).__name__)
         tools = getattr(self, "tools", None)
         if tools:
-            info["tools"] = [getattr(t, "name", str(t)) for t in tools]
+            info["tools"] = [_tool_label(t) for t in tools]
         for limit in ("max_iterations", "max_steps"):
             if getattr(self, limit, None) is not None:
                 info[limit] = getattr(self, limit)
@@ -91,3 +91,10 @@ class BaseAgentWorker(PromptMixin, ABC):
         from nbagent.viz.html import worker_html
 
         return worker_html(self)
+
+
+def _tool_label(tool: Any) -> str:
+    """A tool's name, and the MCP server it lives on if it has one."""
+    name = getattr(tool, "name", str(tool))
+    server = getattr(getattr(tool, "metadata", None), "server", None)
+    return f"{name} (MCP: {server})" if isinstance(server, str) and server else name
