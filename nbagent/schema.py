@@ -246,7 +246,7 @@ class TaskStep(_LeanModel):
         return step_html(self)
 
 
-class AgentChatResponse(BaseModel):
+class AgentChatResponse(_LeanModel):
     """The answer of a task, with the tool outputs it was built from."""
 
     response: str = ""

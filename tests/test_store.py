@@ -99,6 +99,8 @@ def test_every_kind_of_change_is_saved_as_it_happens(tmp_path: Path) -> None:
     for change in checks:
         change()
         same(runner, AgentRunner.load(db))
+    mid = AgentRunner.load(db).state_of(task.task_id)
+    assert mid.history[1].extra_state["reasoning"].value is mid.task.extra_state["reasoning"]
     runner.finalize_response(task)
     loaded = AgentRunner.load(db, react([]))
     same(runner, loaded)
@@ -107,7 +109,7 @@ def test_every_kind_of_change_is_saved_as_it_happens(tmp_path: Path) -> None:
     # one object, however many rows hold it
     assert state.completed_steps[0].tool_outputs[0] is extra["sources"][0]
     assert state.task.memory is loaded.memory
-    assert state.history[1].extra_state["reasoning"].value is extra["reasoning"]
+    assert state.history == []  # a finalized task keeps no undo snapshots
     assert isinstance(extra["reasoning"], AppendLog)
     # an undone output keeps its own tool output, not the one that replaced it
     undone = state.undone_outputs[0]
@@ -348,3 +350,35 @@ def test_json_autosave_is_spaced_out_once_saving_gets_slow(tmp_path: Path, monke
     runner.run_step(task)
     runner.autosave = None  # stopping writes what was put off
     assert len(json.loads(path.read_text())["tasks"][0]["completed"]) == 6
+
+
+# ----- lean memory -------------------------------------------------------------------------------
+
+
+def test_finished_tasks_drop_their_undo_history_and_only_the_newest_are_kept() -> None:
+    runner = AgentRunner(CountingWorker(target=2), max_finished_tasks=2)  # type: ignore[arg-type]
+    for i in range(4):
+        runner.chat(f"chat {i}")
+    assert [s.task.input for s in runner.tasks.values()] == ["chat 2", "chat 3"]
+    assert all(s.history == [] for s in runner.tasks.values())
+    # the conversation memory keeps what the forgotten tasks said
+    assert [m.text for m in runner.memory.get_all()].count("step 2") == 4
+    running = runner.create_task("open")
+    runner.run_step(running)
+    assert len(runner.state_of(running).history) == 1  # an open task still undoes
+    with pytest.raises(ValueError, match="max_finished_tasks"):
+        AgentRunner(CountingWorker(), max_finished_tasks=-1)  # type: ignore[arg-type]
+
+
+def test_a_merged_step_state_is_snapshotted_once() -> None:
+    runner = AgentRunner(CountingWorker(target=5))  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    runner.run_step(task)
+    runner.run_step(task)
+    snap = runner.state_of(task).history[-1]
+    assert snap.step_state is snap.extra_state  # one snapshot serves both dicts
+    runner.undo_step(task)
+    state = runner.state_of(task)
+    assert state.task.extra_state["count"] == 1
+    assert state.step_queue[0].step_state["count"] == 1
+    assert state.step_queue[0].step_state["sources"] is state.task.extra_state["sources"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Union
 
@@ -104,7 +105,7 @@ class _OfflineModel(LLM):
     _source = "a scripted reply"
 
     def _usage(self, messages: list[ChatMessage], reply: ChatMessage) -> TokenUsage:
-        prompt = sum(4 + count_tokens(m.text) for m in messages)
+        prompt = sum(4 + _message_tokens(m) for m in messages)
         completion = count_tokens(reply.text) + sum(
             count_tokens(c.tool_name) + count_tokens(str(c.tool_kwargs)) for c in reply.tool_calls
         )
@@ -248,3 +249,23 @@ class FunctionLLM(_OfflineModel):
                 reply = await reply
         message = self._normalise(reply)
         return ChatResponse(message=message, usage=self._usage(messages, message), model=self.model)
+
+
+# Token counts of the messages a scripted model has seen, by message: a long offline run sends
+# the same history again at every call, and counting it again made each call O(history).
+_COUNTED: dict[int, tuple[Any, str, int]] = {}  # id(message) -> (weakref, its text, count)
+
+
+def _message_tokens(m: ChatMessage) -> int:
+    text = m.text
+    found = _COUNTED.get(id(m))
+    if found is not None and found[0]() is m and (found[1] is text or found[1] == text):
+        return found[2]
+    n = count_tokens(text)
+    key = id(m)
+    try:
+        ref = weakref.ref(m, lambda _r, key=key: _COUNTED.pop(key, None))
+    except TypeError:
+        return n
+    _COUNTED[key] = (ref, text, n)
+    return n

@@ -108,6 +108,7 @@ class AgentRunner(PromptMixin):
         autosave: str | os.PathLike[str] | None = None,
         approve_tools: Any = None,
         store: Any = None,
+        max_finished_tasks: int | None = None,
     ) -> None:
         if not isinstance(agent_worker, BaseAgentWorker):
             raise TypeError(
@@ -132,6 +133,11 @@ class AgentRunner(PromptMixin):
         self.events = EventDispatcher()
         state._adopt(self)
         self.approve_tools = approve_tools
+        if max_finished_tasks is not None and (
+            not isinstance(max_finished_tasks, int) or isinstance(max_finished_tasks, bool) or max_finished_tasks < 0
+        ):
+            raise ValueError(f"max_finished_tasks must be an int >= 0 or None, got {max_finished_tasks!r}")
+        self.max_finished_tasks = max_finished_tasks
         if autosave is not None and store is not None:
             raise ValueError("pass autosave= (a run file or store path) or store= (a RunStore), not both")
         if autosave is not None or store is not None:  # save after every change (nbagent.store)
@@ -665,9 +671,22 @@ class AgentRunner(PromptMixin):
                 state.final_response = None
                 txn.retry(self.memory.restore, before)
             raise
+        state.history = []  # a finalized task can no longer undo: its snapshots are dead weight
         self._emit(TaskFinalized(state.task_id, response=text))
         if self.delete_task_on_finish and state.task_id in self._tasks:
             self.delete_task(state.task_id)
+        else:
+            self._forget_finished()
+
+    def _forget_finished(self) -> None:
+        """Forget the oldest finalized tasks beyond ``max_finished_tasks``, so that a long
+        session's memory stays bounded (the conversation memory keeps what they said)."""
+        limit = self.max_finished_tasks
+        if limit is None:
+            return
+        finished = [s.task_id for s in self._tasks.values() if s.finalized]
+        for task_id in finished[: max(len(finished) - limit, 0)]:
+            self.delete_task(task_id)
 
     # ----- end to end --------------------------------------------------------------------
     async def _achat(

@@ -49,6 +49,20 @@ class StepStatus(str, Enum):
     UNDONE = "undone"
 
 
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _same_items(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The two dicts hold the same keys, with the very same (or equal scalar) values."""
+    if len(a) != len(b):
+        return False
+    for k, v in a.items():
+        w = b.get(k, _same_items)
+        if v is not w and not (type(v) is type(w) and type(v) in _SCALARS and v == w):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class StepFailure:
     """One failed attempt at a step."""
@@ -188,16 +202,22 @@ class TaskState:
     def snapshot(self, step: TaskStep) -> StepSnapshot:
         extra = self.task.extra_state
         memo: dict[int, Any] = {}  # values shared by the two dicts stay shared
+        extra_snap = snapshot_dict(extra, memo) if extra else _NO_STATE
+        step_state = step.step_state
+        if not step_state or step_state is extra:
+            step_snap: Any = _NO_STATE
+        elif _same_items(step_state, extra):
+            step_snap = extra_snap  # merged into extra_state (CustomSimpleAgentWorker): one serves both
+        else:
+            step_snap = snapshot_dict(step_state, memo)
         return StepSnapshot(
             step_id=step.step_id,
             step_input=step.input,
             queue=None
             if len(self.step_queue) == 1 and self.step_queue[0] is step
             else tuple(self.step_queue),
-            extra_state=snapshot_dict(extra, memo) if extra else _NO_STATE,
-            step_state=snapshot_dict(step.step_state, memo)
-            if step.step_state and step.step_state is not extra
-            else _NO_STATE,
+            extra_state=extra_snap,
+            step_state=step_snap,
             scratch=self.task.scratch_memory.snapshot(),
         )
 
