@@ -46,6 +46,10 @@ _EXPORTS: dict[str, str] = {
     "Pricing": "nbagent.costs",
     "set_pricing": "nbagent.costs",
     "write_report": "nbagent.report",
+    # approval of tool calls, typed answers
+    "PendingCall": "nbagent.approval",
+    "AwaitingApprovalError": "nbagent.runner.approvals",
+    "StructuredOutputError": "nbagent.structured",
     # batches
     "BatchRun": "nbagent.batch",
     "BatchTaskError": "nbagent.batch",
@@ -108,7 +112,10 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.agents import FunctionCallingAgent, OpenAIAgent, ReActAgent
     from nbagent.events import EventDispatcher
+    from nbagent.approval import PendingCall
     from nbagent.batch import BatchRun, BatchTaskError
+    from nbagent.runner.approvals import AwaitingApprovalError
+    from nbagent.structured import StructuredOutputError
     from nbagent.branches import Branch
     from nbagent.costs import Pricing, set_pricing
     from nbagent.ids import new_id, seed_ids, seeded_ids

@@ -30,7 +30,9 @@ from nbagent.workflow.events import (
     StartEvent,
     StopEvent,
 )
+from nbagent.workflow.approval import ToolApprovalRequired, ToolApprovalResponse
 from nbagent.workflow.human import ask_human
+from nbagent.workflow.typed import StructuredOutputRetry
 from nbagent.workflow.multi_agent import (
     DEFAULT_HANDOFF_OUTPUT_PROMPT,
     DEFAULT_HANDOFF_PROMPT,
@@ -64,6 +66,9 @@ __all__ = [
     "DEFAULT_STATE_PROMPT",
     "MaxAgentIterationsError",
     "ask_human",
+    "ToolApprovalRequired",
+    "ToolApprovalResponse",
+    "StructuredOutputRetry",
     "workflow_tool",
     "RunTrace",
     "Workflow",

@@ -51,9 +51,21 @@ class AgentOutput(Event):
     raw: Any = None
     current_agent_name: str
     retry_messages: list[ChatMessage] = Field(default_factory=list)
+    structured_response: Any = Field(
+        default=None, description="The typed answer (an output_cls instance) when one was asked for."
+    )
 
     def __str__(self) -> str:
         return self.response.text
+
+    def get_pydantic_model(self, model: type[Any]) -> Any:
+        """The typed answer as ``model`` (validated; works on a loaded run's plain dict too)."""
+        if self.structured_response is None:
+            raise ValueError("this output has no structured_response (was output_cls given?)")
+        if isinstance(self.structured_response, model):
+            return self.structured_response
+        data = self.structured_response
+        return model.model_validate(data.model_dump() if hasattr(data, "model_dump") else data)
 
 
 class ToolCall(Event):

@@ -77,6 +77,12 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         default=None, description="The agent names that this agent can hand off to"
     )
     llm: LLM = Field(default=None, description="The LLM that the agent uses")  # type: ignore[assignment]
+    output_cls: Any = Field(
+        default=None, description="A pydantic model the answer must be (see nbagent.workflow.typed)"
+    )
+    structured_output_fn: Any = Field(
+        default=None, description="fn(messages) -> dict making the typed answer instead of the model"
+    )
 
     _solo: Any = PrivateAttr(default=None)
 
@@ -107,6 +113,14 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
             raise TypeError(f"tools must be a list of FunctionTools or functions, got {type(v).__name__}")
         return as_workflow_tools(list(v))
+
+    @field_validator("output_cls")
+    @classmethod
+    def _check_output_cls(cls, v: Any) -> Any:
+        from nbagent.structured import check_output_cls
+
+        check_output_cls(v)
+        return v
 
     @field_validator("llm", mode="before")
     @classmethod

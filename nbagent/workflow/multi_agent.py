@@ -125,9 +125,21 @@ class AgentWorkflow(Workflow, PromptMixin):
         timeout: float | None = None,
         max_iterations: int = 20,
         _standalone: bool = False,
+        output_cls: Any = None,
+        structured_output_fn: Any = None,
+        approve_tools: Any = None,
         **workflow_kwargs: Any,
     ) -> None:
         super().__init__(timeout=timeout, **workflow_kwargs)
+        from nbagent.approval import check_policy
+        from nbagent.structured import check_output_cls
+
+        check_output_cls(output_cls)
+        if structured_output_fn is not None and not callable(structured_output_fn):
+            raise TypeError(f"structured_output_fn must be callable, got {structured_output_fn!r}")
+        self.output_cls = output_cls  # the answer's type (see nbagent.workflow.typed)
+        self.structured_output_fn = structured_output_fn
+        self.approve_tools = check_policy(approve_tools)  # see nbagent.workflow.approval
         if isinstance(agents, BaseWorkflowAgent):
             agents = [agents]
         agents = list(agents or [])
@@ -333,7 +345,7 @@ class AgentWorkflow(Workflow, PromptMixin):
         if not ev.tool_calls:
             agent = self.agents[ev.current_agent_name]
             output = await agent.finalize(ctx, ev, memory)
-            return StopEvent(result=output)
+            return StopEvent(result=await self._typed(ctx, agent, output, memory))
         await ctx.set("num_tool_calls", len(ev.tool_calls))
         await ctx.set("tool_call_ids", [c.tool_id for c in ev.tool_calls])
         for call in ev.tool_calls:
@@ -358,11 +370,13 @@ class AgentWorkflow(Workflow, PromptMixin):
                 tool_call_id=ev.tool_id,
             )
         else:
-            output = await acall_tool(  # a thread for sync tools: parallel calls overlap
-                by_name,
-                ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs),
-                in_thread=True,
+            from nbagent.workflow.approval import gate  # a person may have to decide first
+
+            call, rejected = await gate(
+                ctx, tool, ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs),
+                self.approve_tools, agent_name,
             )
+            output = rejected or await acall_tool(by_name, call, in_thread=True)  # threads: calls overlap
         result = ToolCallResult(
             tool_name=ev.tool_name,
             tool_kwargs=ev.tool_kwargs,
@@ -405,9 +419,15 @@ class AgentWorkflow(Workflow, PromptMixin):
             )
             output = await agent.finalize(ctx, output, memory)
             if direct.tool_name != HANDOFF_TOOL_NAME:
-                return StopEvent(result=output)
+                return StopEvent(result=await self._typed(ctx, agent, output, memory))
         current: str = await ctx.get("current_agent_name")
         return AgentInput(input=memory.get(), current_agent_name=current)
+
+    async def _typed(self, ctx: Context, agent: Any, output: AgentOutput, memory: ChatMemoryBuffer) -> AgentOutput:
+        """The answer with its typed form, when this workflow or the agent has an output_cls."""
+        from nbagent.workflow.typed import add_structured_response
+
+        return await add_structured_response(self, ctx, agent, output, memory)
 
     # ----- running ------------------------------------------------------------------------
     def run(  # type: ignore[override]
