@@ -416,21 +416,30 @@ def _chains(g: _Graph, ok: set[str]) -> list[list[str]]:
     return chains
 
 
-def _collapsed_node(state: TaskState, chain: list[str], index_of: dict[str, int]) -> _Node:
-    latency: float | None = None
-    tokens: int | None = None
-    for sid in chain:
-        out = state.outputs.get(sid)
+def _chain_metrics(outs: list[TaskStepOutput | None], latency: float | None = None, tokens: int | None = None
+                   ) -> tuple[float | None, int | None]:
+    """Latency and tokens of a collapsed run, summed in step order (from earlier sums)."""
+    for out in outs:
         if out is None:
             continue
         if isinstance(out.latency_s, (int, float)):
             latency = (latency or 0.0) + out.latency_s
         if out.usage is not None:
             tokens = (tokens or 0) + out.usage.total_tokens
-    first, last = chain[0], chain[-1]
+    return latency, tokens
+
+
+def _collapsed_node(state: TaskState, chain: list[str], index_of: dict[str, int]) -> _Node:
+    latency, tokens = _chain_metrics([state.outputs.get(sid) for sid in chain])
+    return _collapsed_node_of(len(chain), chain[0], chain[-1], index_of[chain[0]], index_of[chain[-1]],
+                              latency, tokens)
+
+
+def _collapsed_node_of(count: int, first: str, last: str, n_first: int, n_last: int,
+                       latency: float | None, tokens: int | None) -> _Node:
     lines = [
-        (f"… {len(chain)} steps …", "head"),
-        (f"#{index_of[first]}–#{index_of[last]} · {short_id(first)} … {short_id(last)}", "text"),
+        (f"… {count} steps …", "head"),
+        (f"#{n_first}–#{n_last} · {short_id(first)} … {short_id(last)}", "text"),
     ]
     metrics = []
     if latency is not None:
@@ -570,24 +579,9 @@ def task_to_dot(
         task_status = state.status.value
     except Exception:  # noqa: BLE001
         task_status = "unknown"
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    title = [
-        (f"task {short_id(task.task_id)} · {task_status}", "head"),
-        (f"input: {preview(task.input, max_label)}", "text"),
-        (summary or "no steps", "muted"),
-    ]
-
-    lines = [
-        "digraph task {",
-        f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
-        f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
-        f"label={_render_label(title, max(wrap, 60))}];",
-        f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
-        f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7"];',
-    ]
+    lines = _header_lines(task.task_id, task.input, task_status, counts, max_label, rankdir, wrap)
     for node in nodes:
-        attrs = {"label": _render_label(node.label, wrap), **node.attrs}
-        lines.append(f"  {node.name} [{_attr_list(attrs)}];")
+        lines.append(_node_line(node, wrap))
 
     drawn: set[tuple[str, str]] = set()
     live = [(names[a], names[b]) for a, b in g.live]
@@ -602,21 +596,50 @@ def task_to_dot(
                 lines.append(f'  {na} -> {nb} [style="dashed", color="{_UNDONE_EDGE_COLOR}"];')
 
     if legend:
-        lines.append('  subgraph cluster_legend {')
-        lines.append(f'    label="legend"; fontsize="9"; color="{_UNDONE_EDGE_COLOR}"; style="rounded";')
-        for status in STATUS_ORDER:
-            fill, border, font = STATUS_COLORS[status]
-            attrs = {
-                "label": _render_label([(status.value, "text")], wrap),
-                "fillcolor": fill, "color": border, "fontcolor": font,
-                "style": _STYLES[status], "fontsize": "9",
-            }
-            lines.append(f"    legend_{status.name.lower()} [{_attr_list(attrs)}];")
-        names_in_order = " -> ".join(f"legend_{s.name.lower()}" for s in STATUS_ORDER)
-        lines.append(f'    {{ rank="same"; {names_in_order} [style="invis"]; }}')
-        lines.append("  }")
+        lines.extend(_legend_lines(wrap))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+# The pieces of the text, shared with the incremental renderer (nbagent.viz.dot_live).
+def _header_lines(task_id: str, task_input: str, task_status: str, counts: dict[str, int],
+                  max_label: int, rankdir: str, wrap: int) -> list[str]:
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    title = [
+        (f"task {short_id(task_id)} · {task_status}", "head"),
+        (f"input: {preview(task_input, max_label)}", "text"),
+        (summary or "no steps", "muted"),
+    ]
+    return [
+        "digraph task {",
+        f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
+        f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
+        f"label={_render_label(title, max(wrap, 60))}];",
+        f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
+        f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7"];',
+    ]
+
+
+def _node_line(node: _Node, wrap: int) -> str:
+    attrs = {"label": _render_label(node.label, wrap), **node.attrs}
+    return f"  {node.name} [{_attr_list(attrs)}];"
+
+
+def _legend_lines(wrap: int) -> list[str]:
+    lines = ['  subgraph cluster_legend {']
+    lines.append(f'    label="legend"; fontsize="9"; color="{_UNDONE_EDGE_COLOR}"; style="rounded";')
+    for status in STATUS_ORDER:
+        fill, border, font = STATUS_COLORS[status]
+        attrs = {
+            "label": _render_label([(status.value, "text")], wrap),
+            "fillcolor": fill, "color": border, "fontcolor": font,
+            "style": _STYLES[status], "fontsize": "9",
+        }
+        lines.append(f"    legend_{status.name.lower()} [{_attr_list(attrs)}];")
+    names_in_order = " -> ".join(f"legend_{s.name.lower()}" for s in STATUS_ORDER)
+    lines.append(f'    {{ rank="same"; {names_in_order} [style="invis"]; }}')
+    lines.append("  }")
+    return lines
 
 
 def check_options(**options: Any) -> None:
