@@ -400,3 +400,19 @@ def asyncio_wait(panel: Any) -> None:
     from nbagent._sync import run_sync
 
     run_sync(panel.wait())
+
+
+@pytest.mark.parametrize("name", ["run.json", "run.db"])
+def test_autosave_keeps_a_decision_the_moment_it_is_made(tmp_path: Path, name: str) -> None:
+    fs = Files()
+    agent, _ = fc_agent(fs, [two_calls(), "done"])
+    path = tmp_path / name
+    agent.autosave = path
+    task = agent.create_task("tidy")
+    agent.run_step(task)
+    first, second = agent.pending_approvals(task)
+    agent.approve(task, first.call_id, by="ana")  # no step runs after this
+    agent.autosave = None
+    worker = fc_agent(Files(), ["done"])[0].agent_worker
+    loaded = AgentRunner.load(path, worker)
+    assert [p.call_id for p in loaded.pending_approvals(task.task_id)] == [second.call_id]

@@ -139,3 +139,21 @@ def test_bad_output_cls_is_a_clear_error() -> None:
         FunctionAgent(name="f", llm=ScriptedLLM([]), output_cls="Form")
     with pytest.raises(ValueError, match="approve_tools must be None, 'all'"):
         AgentWorkflow([FunctionAgent(name="f", llm=ScriptedLLM([]))], approve_tools=3)
+
+
+def test_the_workflow_input_box_decides_an_approval() -> None:
+    from nbagent.viz.workflow_live import HumanInputBox
+
+    deleted: list[str] = []
+    llm = ScriptedLLM([tool_call("delete_file", path="a.txt"), "ok"])
+    agent = FunctionAgent(name="a", llm=llm, tools=file_tools(deleted, requires_approval=True))
+    asked: list[str] = []
+
+    def decide(h: Any, ev: ToolApprovalRequired) -> None:
+        box = HumanInputBox(h)
+        asked.append(str(box.question.prefix))
+        box.answer("no: not today")
+
+    drive(lambda: agent.run(user_msg="delete a"), decide)
+    assert asked == ["Agent a wants to call delete_file(path='a.txt'). Approve?"]
+    assert deleted == [] and "Rejected by user: not today." in llm.requests[-1].messages[-1].content
