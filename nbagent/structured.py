@@ -163,6 +163,14 @@ def feedback(problem: str, mode: str, output_cls: type[BaseModel]) -> str:
     return f"Your final answer was rejected: {problem}. {how}"
 
 
+def typed_text(obj: Any) -> str:
+    """A typed answer in one line, ``Form(name='Ada', age=36)`` (plain text, not escaped)."""
+    fields = getattr(type(obj), "model_fields", None)
+    if not fields:
+        return str(obj)
+    return f"{type(obj).__name__}(" + ", ".join(f"{k}={getattr(obj, k, None)!r}" for k in fields) + ")"
+
+
 def answer_text(obj: BaseModel) -> str:
     """The answer's text form: the object's JSON."""
     return obj.model_dump_json()

@@ -157,3 +157,32 @@ def test_the_workflow_input_box_decides_an_approval() -> None:
     drive(lambda: agent.run(user_msg="delete a"), decide)
     assert asked == ["Agent a wants to call delete_file(path='a.txt'). Approve?"]
     assert deleted == [] and "Rejected by user: not today." in llm.requests[-1].messages[-1].content
+
+
+def test_the_run_view_puts_each_approval_question_on_its_call_and_shows_the_typed_answer() -> None:
+    from nbagent.workflow.trace import RunTrace
+
+    deleted: list[str] = []
+    llm = ScriptedLLM([
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "a.txt"}},
+                        {"name": "delete_file", "arguments": {"path": "b.txt"}}]},
+        '{"name": "Ada", "age": 36}',
+    ])
+    wf = AgentWorkflow([FunctionAgent(name="a", llm=llm, tools=file_tools(deleted, requires_approval=True))],
+                       output_cls=Form)
+
+    def decide(h: Any, ev: ToolApprovalRequired) -> None:
+        if ev.tool_kwargs["path"] == "a.txt":
+            h.ctx.send_event(ToolApprovalResponse.reject(ev, reason="keep a"))
+        else:
+            h.ctx.send_event(ToolApprovalResponse.approve(ev))
+
+    _, seen, _ = drive(lambda: wf.run(user_msg="delete both"), decide)
+    trace = RunTrace()
+    for ev in seen:
+        trace.add(ev)
+    calls = {c.kwargs["path"]: c for t in trace.turns for c in t.tool_calls}
+    assert "delete_file(path='a.txt')" in str(calls["a.txt"].question)
+    assert "delete_file(path='b.txt')" in str(calls["b.txt"].question)
+    assert calls["a.txt"].answer == "reject: keep a" and calls["b.txt"].answer == "approve"
+    assert trace.answer == "Form(name='Ada', age=36)" and deleted == ["b.txt"]

@@ -107,8 +107,8 @@ def args_preview(kwargs: Any) -> str:
 
 def typed_preview(obj: Any) -> str:
     """A typed answer in one line: ``Form(name='Ada', age=36)`` (text, not yet escaped)."""
-    fields = getattr(type(obj), "model_fields", None)
-    if not fields:
+    from nbagent.structured import typed_text
+
+    if not getattr(type(obj), "model_fields", None):
         return clean(obj)
-    parts = ", ".join(f"{k}={getattr(obj, k, None)!r}" for k in fields)
-    return f"{type(obj).__name__}({parts})"
+    return typed_text(obj)

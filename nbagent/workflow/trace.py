@@ -171,7 +171,8 @@ class RunTrace:
                     view.status = "running" if view.answer is not None else "waiting"
                     self._question = None
         elif isinstance(event, InputRequiredEvent):
-            waiting = self._running_call(last)
+            tool_id = getattr(event, "tool_id", None)  # an approval question names its call
+            waiting = self._by_id(tool_id) if tool_id else self._running_call(last)
             if waiting is not None and waiting.question is None:
                 waiting.status = "waiting"
                 waiting.question = event.prefix
@@ -179,7 +180,8 @@ class RunTrace:
                 self._question = (event.prefix, None)
             self.status = "waiting"
         elif isinstance(event, HumanResponseEvent):
-            asked = next(
+            tool_id = getattr(event, "tool_id", None)
+            asked = self._by_id(tool_id) if tool_id else next(
                 (c for t in reversed(self.turns) for c in t.tool_calls if c.status == "waiting"), None
             )
             if asked is not None:
@@ -193,9 +195,18 @@ class RunTrace:
                 last.status = "done"
             result = event.result
             self.answer = str(result) if result is not None else ""
+            typed = getattr(result, "structured_response", None)
+            if typed is not None:  # a typed answer: show the object
+                from nbagent.structured import typed_text
+
+                self.answer = typed_text(typed)
             name = getattr(result, "current_agent_name", None)
             self.answered_by = name if isinstance(name, str) else (last.agent if last else None)
             self.status = "done"
+
+    def _by_id(self, tool_id: str) -> ToolCallView | None:
+        """The call with this id, newest turn first."""
+        return next((c for t in reversed(self.turns) for c in t.tool_calls if c.tool_id == tool_id), None)
 
     def resume(self, agent: str | None, user_msg: str | None = None) -> None:
         """Start the account of a run resumed from a checkpoint: its earlier steps are not in
