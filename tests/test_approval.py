@@ -416,3 +416,18 @@ def test_autosave_keeps_a_decision_the_moment_it_is_made(tmp_path: Path, name: s
     worker = fc_agent(Files(), ["done"])[0].agent_worker
     loaded = AgentRunner.load(path, worker)
     assert [p.call_id for p in loaded.pending_approvals(task.task_id)] == [second.call_id]
+
+
+def test_function_calling_worker_waits_under_the_parallel_runner_too() -> None:
+    fs = Files()
+    llm = ScriptedLLM([two_calls(), "done"])
+    worker = FunctionCallingAgent.from_tools(fs.tools(requires_approval=True), llm=llm).agent_worker
+    runner = ParallelAgentRunner(worker)
+    with pytest.raises(AwaitingApprovalError, match="delete_file"):
+        runner.chat("tidy")
+    task = runner.list_tasks()[-1]
+    for p in runner.pending_approvals(task):
+        runner.reject(task, p.call_id, reason="no deleting today")
+    final = runner.run_until_done(task)
+    assert final.is_last and fs.deleted == []
+    assert str(runner.finalize_response(task)) == "done"

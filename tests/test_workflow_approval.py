@@ -186,3 +186,39 @@ def test_the_run_view_puts_each_approval_question_on_its_call_and_shows_the_type
     assert "delete_file(path='b.txt')" in str(calls["b.txt"].question)
     assert calls["a.txt"].answer == "reject: keep a" and calls["b.txt"].answer == "approve"
     assert trace.answer == "Form(name='Ada', age=36)" and deleted == ["b.txt"]
+
+
+def test_a_run_waiting_for_approval_is_saved_and_decided_after_resuming() -> None:
+    from nbagent.workflow import Context
+
+    deleted: list[str] = []
+    tools = file_tools(deleted, requires_approval=True)
+
+    def make() -> AgentWorkflow:
+        llm = ScriptedLLM([tool_call("delete_file", path="a.txt"), "Kept it."])
+        return AgentWorkflow([FunctionAgent(name="a", llm=llm, tools=tools)])
+
+    wf = make()
+
+    async def first() -> str:
+        handler = wf.run(user_msg="delete a")
+        await handler.wait_for_question()
+        text = json.dumps(handler.ctx.to_dict())
+        await handler.cancel_run()
+        return text
+
+    saved = asyncio.run(first())
+    assert deleted == []
+
+    async def second() -> tuple[Any, list[Any]]:
+        ctx = Context.from_dict(wf, json.loads(saved))
+        (question,) = ctx.pending_questions
+        assert isinstance(question, ToolApprovalRequired) and question.tool_kwargs == {"path": "a.txt"}
+        handler = wf.run(ctx=ctx)
+        asked = await handler.wait_for_question()
+        handler.ctx.send_event(ToolApprovalResponse.reject(asked, reason="resumed, still no", by="bo"))
+        return await handler, await handler.ctx.get(APPROVALS_KEY)
+
+    result, records = asyncio.run(second())
+    assert str(result) == "Kept it." and deleted == []
+    assert [(r["decision"], r["by"], r["reason"]) for r in records] == [("rejected", "bo", "resumed, still no")]
