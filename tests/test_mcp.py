@@ -305,6 +305,11 @@ def test_arguments_are_checked_before_anything_is_sent(http_server: HttpServer) 
     assert '"a": {' in out.content  # the expected schema is shown to the model
     out = tools["add"].call(a=1)
     assert out.is_error and "'b' is a required property" in out.content
+    from nbagent.tools import RAW_ARGUMENTS_KEY
+
+    raw = ToolSelection(tool_id="c1", tool_name="add", tool_kwargs={RAW_ARGUMENTS_KEY: '{"a": 1, "b":'})
+    out = asyncio.run(acall_tool(tools, raw))  # the model's arguments were not JSON
+    assert out.is_error and "not valid JSON" in out.content and '"a"' in out.content
     assert not client.is_connected  # nothing was sent: no session was opened for the bad calls
     assert tools["add"].call(a=1, b=1).raw_output.structured == {"total": 2, "terms": [1, 1]}
     client.close()
@@ -364,6 +369,21 @@ def test_a_call_needing_approval_waits_and_an_edit_is_checked_against_the_server
         McpToolSpec(http_client, requires_approval=["nope"]).to_tool_list()
     with pytest.raises(TypeError, match="requires_approval"):
         McpToolSpec(http_client, requires_approval="add")  # type: ignore[arg-type]
+
+
+def test_cancelling_a_call_cancels_the_request_and_keeps_the_session(http_client: BasicMCPClient) -> None:
+    slow = tools_of(http_client, allowed_tools=["slow"])["slow"]
+    started = http_client.sessions_started
+
+    async def impatient() -> float:
+        t0 = time.perf_counter()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(slow.acall(seconds=5), 0.3)  # what Stop or an interrupt does
+        return time.perf_counter() - t0
+
+    assert asyncio.run(impatient()) < 1.5
+    assert slow.call(seconds=0.1).content == "waited 0.1 s"
+    assert http_client.sessions_started == started
 
 
 # ----- failures: a server that dies or stalls ------------------------------------------------

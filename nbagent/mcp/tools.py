@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 from nbagent.mcp.client import BasicMCPClient, MCPServerError
 from nbagent.mcp.results import McpToolResult, to_tool_result
 from nbagent.messages import ToolOutput
-from nbagent.tools import FunctionTool, ToolMetadata
+from nbagent.tools import RAW_ARGUMENTS_KEY, FunctionTool, ToolMetadata, _not_json_message
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -113,12 +113,19 @@ class McpTool(FunctionTool):
             problems.append(f"{where}: {e.message}")
         return problems
 
-    async def ainvoke(self, kwargs: dict[str, Any], *, in_thread: bool = False) -> ToolOutput:
-        """Validate, call the server, wrap the result; ``MCPServerError`` if it cannot answer."""
+    async def ainvoke(self, kwargs: dict[str, Any], *, in_thread: bool | None = None) -> ToolOutput:
+        """Validate, call the server, wrap the result; ``MCPServerError`` if it cannot answer.
+
+        ``in_thread`` is ignored: the call is a request on the client's own loop already, and
+        cancelling the awaiting task (an interrupt, Stop) cancels the request too.
+        """
         from mcp import MCPError
 
-        if not isinstance(kwargs, dict):
-            return self._error({}, f"the arguments of {self.name!r} must be a JSON object, got {kwargs!r}")
+        if not isinstance(kwargs, dict) or RAW_ARGUMENTS_KEY in kwargs:  # the model's text was not JSON
+            return self._error(
+                kwargs if isinstance(kwargs, dict) else {RAW_ARGUMENTS_KEY: kwargs},
+                _not_json_message(self, kwargs.get(RAW_ARGUMENTS_KEY) if isinstance(kwargs, dict) else kwargs),
+            )
         problems = self.argument_problems(kwargs)
         if problems:
             expected = json.dumps(self.metadata.parameters().get("properties", {}), ensure_ascii=False)
