@@ -341,6 +341,7 @@ class StreamingAgentChatResponse:
         self.response = prefix
         self.sources: list[ToolOutput] = list(sources or [])
         self.metadata: dict[str, Any] = {}
+        self.structured_response: Any = None  # a typed answer, when the agent has output_cls
         self.is_done = token_source is None
         self._done_callbacks: list[Callable[[str], None]] = []
         self._token_callbacks: list[Callable[[str], None]] = []
@@ -412,12 +413,16 @@ class StreamingAgentChatResponse:
         """Read to the end and return the plain response."""
         for _ in self.response_gen:
             pass
-        return AgentChatResponse(response=self.response, sources=self.sources)
+        return AgentChatResponse(
+            response=self.response, sources=self.sources, structured_response=self.structured_response
+        )
 
     async def aget_response(self) -> AgentChatResponse:
         async for _ in self.async_response_gen():
             pass
-        return AgentChatResponse(response=self.response, sources=self.sources)
+        return AgentChatResponse(
+            response=self.response, sources=self.sources, structured_response=self.structured_response
+        )
 
     def print_response_stream(self) -> None:
         for token in self.response_gen:

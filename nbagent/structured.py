@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -64,6 +64,38 @@ def check_output_cls(output_cls: Any, mode: str = "auto", retries: int = 2) -> N
         raise ValueError(f"structured_mode must be one of {MODES}, got {mode!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"max_output_retries must be an int >= 0, got {retries!r}")
+    allow_in_files(output_cls)  # runs holding its answers can be saved and loaded
+
+
+def _models_in(annotation: Any, seen: set[type]) -> None:
+    """Every pydantic model class reachable from a field annotation (lists, unions, nesting)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation in seen:
+            return
+        seen.add(annotation)
+        for field in annotation.model_fields.values():
+            _models_in(field.annotation, seen)
+        return
+    for arg in get_args(annotation):
+        _models_in(arg, seen)
+
+
+def allow_in_files(output_cls: Any) -> None:
+    """Let runs holding typed answers of ``output_cls`` (and the models inside it) be saved and
+    loaded: building an agent with ``output_cls`` is the user naming the class, in the saving
+    process and in the loading one alike. Classes defined inside a function cannot be loaded
+    again; they are left out (saving such a run names them in its error)."""
+    if output_cls is None:
+        return
+    from nbagent.store.values import PersistError, allow_type
+
+    found: set[type] = set()
+    _models_in(output_cls, found)
+    for cls in found:
+        try:
+            allow_type(cls)
+        except PersistError:
+            pass
 
 
 def pick_mode(mode: str, llm: Any) -> str:

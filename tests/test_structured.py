@@ -159,7 +159,9 @@ def test_react_answer_is_validated_and_retried() -> None:
     # streaming a typed answer validates it whole
     llm2 = ScriptedLLM(["Answer: " + json.dumps(GOOD)])
     agent2 = ReActAgent.from_tools([], llm=llm2, output_cls=Form)
-    assert agent2.stream_chat("fill").get_response().response == Form(**GOOD).model_dump_json()
+    streamed = agent2.stream_chat("fill")
+    assert streamed.structured_response == Form(**GOOD)
+    assert streamed.get_response().structured_response == Form(**GOOD)
 
 
 def test_tool_mode_over_http_with_the_openai_client() -> None:
@@ -222,13 +224,20 @@ def test_views_show_the_typed_object_escaped(tmp_path: Path) -> None:
     assert "typed answer · Form" in card and "<img" not in card and "&lt;img" in card
     assert "London" in card
     assert "typed answer · Form" in chat_response_html(agent.finalize_response(task))
-    # a saved run keeps the typed answer, as its class once the class is allowed in files
-    from nbagent.persist import PersistError, allow_type
-
-    with pytest.raises(PersistError, match="allow_type"):
-        agent.save(tmp_path / "run.json")
-    allow_type(Form)
-    allow_type(Address)
+    # a saved run keeps the typed answer as its class (output_cls allowed Form and Address in
+    # files), and a new process that builds the agent again can load it
     loaded = AgentRunner.load(agent.save(tmp_path / "run.json"))
     final = loaded.state_of(task.task_id).completed_steps[-1].output
     assert final.structured_response == Form(**evil)
+
+
+def test_a_typed_answer_of_a_class_defined_in_a_function_names_it_when_saving(tmp_path: Path) -> None:
+    from nbagent.persist import PersistError
+
+    class Local(BaseModel):
+        x: int
+
+    agent = FunctionCallingAgent.from_tools([], llm=ScriptedLLM(['{"x": 1}']), output_cls=Local)
+    assert agent.chat("x").structured_response == Local(x=1)
+    with pytest.raises(PersistError, match="Local"):
+        agent.save(tmp_path / "run.json")

@@ -703,7 +703,9 @@ class AgentRunner(PromptMixin):
         output = await self._arun_to_end(task.task_id, mode, choice)
         response = self.finalize_response(task.task_id, output)
         if mode == "stream" and isinstance(response, AgentChatResponse):
-            return StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
+            stream = StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
+            stream.structured_response = response.structured_response  # a typed answer stays typed
+            return stream
         return response
 
     async def _arun_to_end(
