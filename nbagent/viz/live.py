@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from nbagent.events import Event, RunnerReset, TaskDeleted, TokenStreamed
+from nbagent.events import Event, RunnerReset, StepStarted, TaskDeleted, TokenStreamed
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
@@ -247,10 +247,16 @@ class LiveGraph:
         self.dot_kwargs = dict(dot_kwargs)
         self._task_id = _resolve_task_id(runner, task)
         self._source = ""
+        self._live: Any = None  # the incremental DOT of the shown task (nbagent.viz.dot_live)
         self.redraws = 0
+        self._svg_cost = 0.0  # the HTML fallback runs ``dot``: at most every SVG_SPACING x its cost
+        self._svg_at = float("-inf")
         self._draw_lock = threading.RLock()
         self.widget, self.in_browser = graph_widget(renderer, EMPTY_DOT)
         self._throttle = Throttle(self._draw, throttle_s)
+        # a step's start is drawn only if the step is still running a moment later: a fast
+        # step is drawn once, when it completes; a slow one (a model call) shows it runs
+        self._started = Throttle(self._draw_if_running, self.STARTED_DELAY_S)
         self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
         self._draw()
 
@@ -272,13 +278,17 @@ class LiveGraph:
         self.redraw()
 
     def dot(self) -> str:
-        """The DOT text of the shown task's current state (computed now, not throttled)."""
+        """The DOT text of the shown task's current state (computed now, not throttled):
+        ``task_to_dot``'s text, kept up to date in O(what changed) (``LiveDot``)."""
         state = self.state
         if state is None:
             return EMPTY_DOT
-        from nbagent.viz.dot import task_to_dot
+        from nbagent.viz.dot_live import LiveDot
 
-        return task_to_dot(state, **self.dot_kwargs)
+        live = self._live
+        if live is None or live.state is not state:
+            live = self._live = LiveDot(state, **self.dot_kwargs)
+        return live.render()
 
     @property
     def source(self) -> str:
@@ -290,12 +300,26 @@ class LiveGraph:
         return self._throttle.interval_s
 
     # ----- drawing -----------------------------------------------------------------------
+    STARTED_DELAY_S = 0.25
+    SVG_SPACING = 10
+
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TokenStreamed):
             return
         if isinstance(event, RunnerReset) or event.task_id == self._task_id:
+            if isinstance(event, StepStarted):
+                if not self._started.pending:
+                    self._started._last = time.monotonic()  # fire after the delay, not now
+                    self._started.request()
+                return
+            self._started.cancel()
             if isinstance(event, (TaskDeleted, RunnerReset)) and self.state is None:
                 self._task_id = None
+            self._throttle.request()
+
+    def _draw_if_running(self) -> None:
+        state = self.state
+        if state is not None and state.running:
             self._throttle.request()
 
     def request_redraw(self) -> None:
@@ -304,11 +328,18 @@ class LiveGraph:
 
     def flush(self) -> bool:
         """Draw a pending change now; returns whether there was one."""
+        pending = getattr(self, "_svg_pending", None)
+        if pending is not None and pending.pending:
+            pending.cancel()
+            self._svg_at = float("-inf")
+            self._draw_static(self._source)
         return self._throttle.flush()
 
     def redraw(self) -> None:
-        """Draw now, whatever the throttle says."""
+        """Draw now, whatever the throttle says (and build the drawing afresh)."""
         self._throttle.cancel()
+        self._live = None
+        self._svg_at = float("-inf")
         self._draw()
 
     def _draw(self) -> None:
@@ -325,7 +356,25 @@ class LiveGraph:
             if self.in_browser:
                 self.widget.dot_source = source
             else:
-                self.widget.value = self._static_html(source)
+                self._draw_static(source)
+
+    def _draw_static(self, source: str) -> None:
+        """The HTML fallback draws the SVG with the ``dot`` program: not at every redraw, but
+        at most once per SVG_SPACING times what the last one cost (a pending one later)."""
+        wait = self._svg_at + self.SVG_SPACING * self._svg_cost - time.monotonic()
+        if wait > 0:
+            pending = getattr(self, "_svg_pending", None)
+            if pending is not None and pending.pending:
+                return  # the one already waiting draws the newest text
+            self._svg_pending = Throttle(lambda: self._draw_static(self._source), 0)
+            self._svg_pending._last = time.monotonic()
+            self._svg_pending.interval_s = wait
+            self._svg_pending.request()
+            return
+        start = time.monotonic()
+        self.widget.value = self._static_html(source)
+        self._svg_at = time.monotonic()
+        self._svg_cost = self._svg_at - start
 
     def _static_html(self, source: str) -> str:
         state = self.state
@@ -371,6 +420,10 @@ class LiveGraph:
             self._unsubscribe()
             self._unsubscribe = None
         self._throttle.cancel()
+        self._started.cancel()
+        pending = getattr(self, "_svg_pending", None)
+        if pending is not None:
+            pending.cancel()
         self.widget.close()
 
 
