@@ -59,7 +59,7 @@ class _Saved:
         self.is_copy = is_copy
 
 
-def _snap_value(value: Any, memo: dict[int, Any]) -> Any:
+def _snap_value(value: Any, memo: dict[int, Any], prev: Any = None) -> Any:
     if isinstance(value, _IMMUTABLE):
         return value  # kept as it is: nothing to save
     snap = getattr(value, "snapshot", None)
@@ -67,7 +67,29 @@ def _snap_value(value: Any, memo: dict[int, Any]) -> Any:
         return _Saved(value, snap(), False)
     if isinstance(value, tuple) and all(isinstance(v, _IMMUTABLE) for v in value):
         return value
+    if (
+        isinstance(prev, _Saved)
+        and prev.is_copy
+        and type(prev.value) is type(value)
+        and type(value) in _PLAIN
+        and id(value) not in memo
+        and _equal(prev.value, value)
+    ):
+        # unchanged since the previous step's snapshot: share that pristine copy (a big
+        # value set once is not copied, kept and saved again with every step)
+        memo[id(value)] = prev.value
+        return prev
     return _Saved(copy.deepcopy(value, memo), None, True)
+
+
+_PLAIN = (dict, list, set)  # containers whose == compares contents (cheaper than a deep copy)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b) is True
+    except Exception:  # noqa: BLE001  (an element with an odd __eq__: just copy)
+        return False
 
 
 def _restore_value(saved: Any, memo: dict[int, Any]) -> Any:
@@ -80,18 +102,20 @@ def _restore_value(saved: Any, memo: dict[int, Any]) -> Any:
 
 
 def snapshot_dict(
-    d: dict[str, Any], memo: dict[int, Any] | None = None
+    d: dict[str, Any], memo: dict[int, Any] | None = None, prev: Any = None
 ) -> dict[str, Any] | tuple[Any, ...]:
     """Snapshot every value of a state dict.
 
     Pass one ``memo`` for several dicts taken together: a value they share stays shared. A
     dict of immutable values only is saved as a flat ``(key, value, ...)`` tuple, a third of
-    the size of a dict: the runner keeps one of these per step.
+    the size of a dict: the runner keeps one of these per step. ``prev``, the previous
+    snapshot of the same dict: a value equal to its copy there shares that copy.
     """
     if all(isinstance(v, _IMMUTABLE) for v in d.values()):
         return tuple(x for item in d.items() for x in item)
     memo = {} if memo is None else memo
-    return {k: _snap_value(v, memo) for k, v in d.items()}
+    before = prev if isinstance(prev, dict) else {}
+    return {k: _snap_value(v, memo, before.get(k)) for k, v in d.items()}
 
 
 def restore_dict(

@@ -202,7 +202,8 @@ class TaskState:
     def snapshot(self, step: TaskStep) -> StepSnapshot:
         extra = self.task.extra_state
         memo: dict[int, Any] = {}  # values shared by the two dicts stay shared
-        extra_snap = snapshot_dict(extra, memo) if extra else _NO_STATE
+        prev = self.history[-1].extra_state if self.history else None  # unchanged values share
+        extra_snap = snapshot_dict(extra, memo, prev) if extra else _NO_STATE
         step_state = step.step_state
         if not step_state or step_state is extra:
             step_snap: Any = _NO_STATE

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import random
 import warnings
 from collections import deque
@@ -422,12 +423,10 @@ def _task_from_dict(
             raise PersistError(f"{src}: {w}: not a valid step output ({err})") from err
         latency = od.get("latency_s")
         if latency is not None:
-            out.__dict__["latency_s"] = float(latency)
+            out.__dict__["latency_s"] = _number_field(latency, f"{w}.latency_s", src, "a number of seconds")
         usage = od.get("usage")
         if usage is not None:
-            out.__dict__["usage"] = TokenUsage(
-                prompt_tokens=int(usage["prompt_tokens"]), completion_tokens=int(usage["completion_tokens"])
-            )
+            out.__dict__["usage"] = _usage_field(usage, f"{w}.usage", src)
         dec.outputs.append(out)
     # 3. memory and state
     memory = dec.value(_need(tdoc, "memory", dict, where, src), f"{where}.memory")
@@ -463,7 +462,11 @@ def _task_from_dict(
     if not all(isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e) for e in edges):
         raise PersistError(f"{src}: {where}.undone_edges must be [from, to] pairs of step ids")
     state.undone_edges = [(a, b) for a, b in edges]
-    state.undone_ids = set(_need(tdoc, "undone_ids", list, where, src))
+    undone_ids = _need(tdoc, "undone_ids", list, where, src)
+    bad = [x for x in undone_ids if not isinstance(x, str)]
+    if bad:
+        raise PersistError(f"{src}: {where}.undone_ids must be a list of step ids (strings), got {_short(bad[0])}")
+    state.undone_ids = set(undone_ids)
     history = []
     for j, hd in enumerate(_need(tdoc, "history", list, where, src)):
         w = f"{where}.history[{j}]"
@@ -504,8 +507,8 @@ def _task_from_dict(
                 error_type=_need(fd, "error_type", str, w, src),
                 message=_need(fd, "message", str, w, src),
                 traceback=str(fd.get("traceback", "")),
-                at=float(fd.get("at", 0.0)),
-                attempt=int(fd.get("attempt", 1)),
+                at=_number_field(fd.get("at", 0.0), f"{w}.at", src, "a time in seconds since the epoch"),
+                attempt=_int_field(fd.get("attempt", 1), f"{w}.attempt", src, minimum=1),
             )
         )
     state.failures = failures
@@ -516,6 +519,39 @@ def _task_from_dict(
     if isinstance(saved_models, dict):
         models.update({k: v for k, v in saved_models.items() if isinstance(v, str)})
     return state
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _number_field(value: Any, where: str, src: str, what: str) -> float:
+    """A finite number (int or float, not bool), or a PersistError naming the field."""
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise PersistError(f"{src}: {where} must be {what} (a finite number), got {_short(value)}")
+    return float(value)
+
+
+def _int_field(value: Any, where: str, src: str, minimum: int = 0) -> int:
+    if type(value) is not int or value < minimum:
+        raise PersistError(f"{src}: {where} must be a whole number >= {minimum}, got {_short(value)}")
+    return value
+
+
+def _usage_field(usage: Any, where: str, src: str) -> TokenUsage:
+    if not isinstance(usage, dict):
+        raise PersistError(
+            f"{src}: {where} must be null or an object with prompt_tokens and completion_tokens, "
+            f"got {_short(usage)}"
+        )
+    for key in ("prompt_tokens", "completion_tokens"):
+        if key not in usage:
+            raise PersistError(f"{src}: {where} lacks {key!r} (a whole number >= 0)")
+    return TokenUsage(
+        prompt_tokens=_int_field(usage["prompt_tokens"], f"{where}.prompt_tokens", src),
+        completion_tokens=_int_field(usage["completion_tokens"], f"{where}.completion_tokens", src),
+    )
 
 
 def _rebase_clock(history: list[StepSnapshot]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,6 +57,11 @@ def parse_run_text(text: str, source: str = "run data") -> dict[str, Any]:
             f"{source}: not valid JSON at line {err.lineno} column {err.colno} ({err.msg}); the "
             "file is truncated or corrupt"
         ) from err
+    except RecursionError:
+        raise PersistError(
+            f"{source}: the JSON is nested too deeply to read (more than about "
+            f"{sys.getrecursionlimit()} levels); nbagent never writes such a file"
+        ) from None
     return check_header(doc, source)
 
 
@@ -70,6 +76,9 @@ def load_runner(
     """Rebuild a runner from a run file (see ``AgentRunner.load``)."""
     source = os.fspath(path)
     doc = read_run_file(source)
-    return runner_from_dict(
-        doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, **runner_kwargs
-    )
+    try:
+        return runner_from_dict(
+            doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, **runner_kwargs
+        )
+    except RecursionError:
+        raise PersistError(f"{source}: a value in the file is nested too deeply to rebuild") from None

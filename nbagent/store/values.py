@@ -28,8 +28,9 @@ from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.runner.snapshot import AppendLog, _Saved
 from nbagent.schema import StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
 
-__all__ = ["PersistError", "allow_type"]
+__all__ = ["PersistError", "allow_type", "is_allowed_class"]
 
+SHARED_STR_CHARS = 4096  # texts this long are written once per file and referred to after
 _ALLOWED: dict[str, Any] = {}  # "module:Qualname" -> class or function registered by the user
 
 
@@ -51,6 +52,12 @@ def allow_type(obj: Any) -> Any:
         raise PersistError(f"{ref} is defined inside a function; only module-level ones can be loaded again")
     _ALLOWED[ref] = obj
     return obj
+
+
+def is_allowed_class(ref: str) -> bool:
+    """Whether a ``module:Qualname`` may be loaded: nbagent's own, or registered with
+    ``allow_type`` (workflow checkpoints follow the same rule as run files)."""
+    return ref in _ALLOWED or _is_nbagent(ref)
 
 
 def _ref_of(obj: Any) -> str:
@@ -136,6 +143,13 @@ class _Encoder:
 
     def value(self, v: Any, path: Path_) -> Any:
         t = type(v)
+        if t is str and len(v) >= SHARED_STR_CHARS:
+            # a long text kept in several places (extra_state and every undo snapshot) is
+            # written once: 1 MB set once must not become 30 MB after 30 steps
+            n, first = self._number(v)
+            if not first:
+                return {"$ref": n}
+            return {"$type": "str", "$id": n, "value": v}
         if v is None or t is str or t is bool or t is int:
             return v
         if t is float:
@@ -318,6 +332,8 @@ def _strip_unused(node: Any, used: set[int]) -> Any:
         node = {k: v for k, v in node.items() if k != "$id"}
         if node.get("$type") == "list":
             return [_strip_unused(x, used) for x in node["items"]]
+        if node.get("$type") == "str":
+            return node["value"]
     for k, v in node.items():
         if isinstance(v, (list, dict)):
             node[k] = _strip_unused(v, used)
@@ -499,7 +515,17 @@ class _Decoder:
         return self.outputs[n]
 
 
+def _str(dec: _Decoder, d: dict[str, Any], where: str) -> Any:
+    value = d["value"]
+    if type(value) is not str:
+        raise dec.fail(where, f"a shared text must be a string, got {type(value).__name__}")
+    if "$id" in d:
+        dec._define(d["$id"], value, where)
+    return value
+
+
 _TAGS: dict[str, Callable[[_Decoder, dict[str, Any], str], Any]] = {
+    "str": _str,
     "list": _Decoder._list,
     "AppendLog": _Decoder._appendlog,
     "tuple": _Decoder._tuple,

@@ -4,8 +4,9 @@ Plain JSON values pass through unchanged. Everything else is a tagged object
 ``{"__nb__": kind, ...}``: tuples, enums, pydantic models (events among them) and
 ``ChatMemoryBuffer``. Classes are found again by ``module:QualName`` among modules that are
 already imported (nbagent's own modules are imported on demand), so loading a checkpoint never
-imports arbitrary code. Anything else is a ``CheckpointError`` that names where the value sits
-and its type.
+imports arbitrary code, and rebuilds only nbagent's classes, registered workflow events and
+classes allowed with ``nbagent.persist.allow_type`` (the rule run files follow). Anything else
+is a ``CheckpointError`` that names where the value sits and its type.
 """
 
 from __future__ import annotations
@@ -109,7 +110,21 @@ def encode_event(event: Event, path: str = "event") -> dict[str, Any]:
     return {TAG: "event", "class": event_type_name(type(event)), "fields": _model_fields(event, path)}
 
 
-def _find_class(name: str, path: str) -> type:
+def _find_class(name: str, path: str, *, event: bool = False) -> type:
+    """The class ``module:Qualname`` names. A model or enum must be nbagent's or allowed; an
+    event class must be a registered workflow Event (checked by the caller)."""
+    from nbagent.store.values import _ALLOWED, is_allowed_class
+
+    if not isinstance(name, str) or ":" not in name:
+        raise CheckpointError(f"{path}: bad class reference {name!r} (expected 'module:Qualname')")
+    if not event and not is_allowed_class(name):
+        raise CheckpointError(
+            f"{path}: the checkpoint names {name!r}, which is not an nbagent class; loading "
+            "rebuilds only nbagent's own classes, workflow events, and classes registered with "
+            "nbagent.persist.allow_type(cls): register it first if you trust this checkpoint"
+        )
+    if name in _ALLOWED and isinstance(_ALLOWED[name], type):
+        return _ALLOWED[name]  # type: ignore[no-any-return]
     module_name, _, qualname = name.partition(":")
     module = sys.modules.get(module_name)
     if module is None and (module_name == "nbagent" or module_name.startswith("nbagent.")):
@@ -136,7 +151,7 @@ def decode_event(data: Any, path: str = "event") -> Event:
     name = str(data.get("class"))
     cls = event_class(name)
     if cls is None:
-        found = _find_class(name, path)  # importing the module registers its events
+        found = _find_class(name, path, event=True)  # importing the module registers its events
         cls = event_class(name)
         if cls is None or cls is not found:
             raise CheckpointError(f"{path}: {name!r} is not a workflow Event class")
