@@ -150,7 +150,7 @@ def goto_step(runner: AgentRunner, task: TaskRef, step_id: str, *, before: bool 
         _undo_n(runner, state, n)
         return _next_ready(state)
 
-    return runner._transact(state, check, lambda: _to_undo(state, plan[1]), body)
+    return runner._transact(state, check, lambda: _to_undo(state, plan[1]), body, "go back after it ends")
 
 
 def fork(runner: AgentRunner, task: TaskRef, step_id: str, input: str | None = None) -> TaskStep:
@@ -186,7 +186,7 @@ def fork(runner: AgentRunner, task: TaskRef, step_id: str, input: str | None = N
         _undo_n(runner, state, n)
         return _fork_at(runner, state, step, input)
 
-    return runner._transact(state, check, lambda: _to_undo(state, plan[1]), body)
+    return runner._transact(state, check, lambda: _to_undo(state, plan[1]), body, "go back after it ends")
 
 
 def _fork_at(runner: AgentRunner, state: TaskState, step: TaskStep, input: str | None) -> TaskStep:

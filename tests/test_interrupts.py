@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from nbagent import AgentRunner, costs, ChatMessage, FunctionLLM, FunctionTool, seed_ids
+from nbagent.runner import txn
 from nbagent.workers.react import ReActAgentWorker
 from tests.interrupt_harness import diff, dump, sweep
 
@@ -94,6 +95,7 @@ def _check_task(call: Any, done: int) -> Any:
         assert status == (before["status"] if not new else "failed"), status
         assert now == {k: v for k, v in before.items() if k != "status"}, f"task changed: {diff(before, now)}"
         assert not state.running
+        assert not txn.claims(ctx.runner), "the task was left claimed (busy)"
         call(ctx)  # the next call works, and does what an uninterrupted call does
         again = dump(ctx.runner, ctx.tid)
         assert again == want_after, f"retry differs: {diff(want_after, again)}"
@@ -176,6 +178,7 @@ def test_chat_survives_an_interrupt_at_every_line() -> None:
             assert now == old, f"an earlier task changed: {diff(old, now)}"
         new = [s for t, s in runner.tasks.items() if t not in before["tasks"]]
         assert all(not s.running for s in new)
+        assert not txn.claims(runner), "a task was left claimed (busy)"
         if memory == before["memory"]:
             assert all(not s.finalized for s in new)
         else:
@@ -240,6 +243,7 @@ def test_parallel_run_survives_an_interrupt_at_every_line() -> None:
         runner, task = ctx
         state = runner.state_of(task)
         _consistent(state)
+        assert not txn.claims(runner), "the task was left claimed (busy)"
         loop = _sync._thread_loop()
         assert not [t for t in asyncio.all_tasks(loop) if not t.done()], "a task was left on the loop"
         if state.completed_steps and state.completed_steps[-1].is_last:

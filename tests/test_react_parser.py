@@ -205,3 +205,13 @@ def test_unfence_keeps_its_rules() -> None:
     assert unfence("```a`b\nx\n```") == "```a`b\nx\n```"  # a backtick in the info string
     assert unfence("  text  ") == "text"
     assert unfence("```\nx") == "```\nx"
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [("_private", "_private"), ("**_private**", "_private"), ("__search__", "search"), ("*search*", "search"), ("`_x()`", "_x")],
+)
+def test_a_tool_name_keeps_its_own_leading_underscore(line: str, name: str) -> None:
+    """Found by the fuzz suite: a valid tool name starting with '_' lost it (markdown
+    emphasis was stripped from both ends whether or not it wrapped the name)."""
+    assert action(f"Thought: t\nAction: {line}\nAction Input: {{}}").action == name

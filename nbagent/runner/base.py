@@ -360,15 +360,21 @@ class AgentRunner(PromptMixin):
             except (RuntimeError, ValueError):  # already reset, or another context's token
                 pass
         step = att.step
-        if step is None or att.snap is None:
-            return  # failed before taking the step: nothing changed
-        with txn.LOCK:
+        token = att.claim
+        if token is None:
+            return  # failed before claiming the task: nothing changed
+        if not txn.claim(self, state, token):
+            return  # another caller holds it: our commit was complete before we let it go
+        try:
+            if att.snap is None or step is None:
+                return  # nothing changed yet (a bad step, a finalized task...)
             if att.output is not None and att.mark is not None:
-                mine = not (state.running - {step.step_id}) or self._owns_running(state)
-                if not (mine and txn.committed_on_top(state, att.output, att.mark)):
+                if not txn.committed_on_top(state, att.output, att.mark):
                     return  # its commit was complete and another call has built on it
             txn.retry(self._undo_attempt, state, att)
             failure = state.record_failure(step, error)
+        finally:
+            txn.release(self, state, token)
         self._emit(
             StepFailed(
                 state.task_id,
@@ -378,9 +384,9 @@ class AgentRunner(PromptMixin):
             )
         )
 
-    def _owns_running(self, state: TaskState) -> bool:
-        """Whether the steps running now were started by this caller (parallel runs)."""
-        return False
+    def _claim_token(self) -> txn.Claim:
+        """The claim a step call takes (ParallelAgentRunner: its event loop's, shared)."""
+        return txn.Claim()
 
     async def _astep(
         self,
@@ -393,11 +399,14 @@ class AgentRunner(PromptMixin):
         state = self.state_of(task_id)
         att = txn.StepAttempt()
         try:  # from here to the return, any exception puts the task back (see runner.txn)
-            with txn.LOCK:
-                self._check_runnable(state)
-                picked = att.step = self._pick_step(state, step)
-                att.snap = self._snapshot_step(state, picked)
-                self._take_step(state, picked, att.snap, input)
+            att.claim = self._claim_token()
+            if not txn.claim(self, state, att.claim):
+                att.claim = None
+                raise TaskStateError(_busy(state))
+            self._check_runnable(state)
+            picked = att.step = self._pick_step(state, step)
+            att.snap = self._snapshot_step(state, picked)
+            self._take_step(state, picked, att.snap, input)
             task = state.task
             ctx = StepContext(task.task_id, picked.step_id, self.events)
             att.ctx_token = _set_current(ctx)
@@ -423,13 +432,12 @@ class AgentRunner(PromptMixin):
             output.__dict__["latency_s"] = latency
             if ctx.usage is not None:
                 output.__dict__["usage"] = ctx.usage
-            with txn.LOCK:
-                if _sync.interrupted():  # its caller gave up while a blocking call ran
-                    raise asyncio.CancelledError("the call running this step was interrupted")
-                att.mark = txn.mark_commit(state, picked, output)
-                att.output = output
-                self._commit(state, picked, output, att.snap)
-                state.running.discard(picked.step_id)  # last: the task is free again
+            if _sync.interrupted():  # its caller gave up while a blocking call ran
+                raise asyncio.CancelledError("the call running this step was interrupted")
+            att.mark = txn.mark_commit(state, picked, output)
+            att.output = output
+            self._commit(state, picked, output, att.snap)
+            state.running.discard(picked.step_id)
             self._after_step(state, output)
             if isinstance(output.output, StreamingAgentChatResponse):
                 # the answer's tokens are read after the step returns: report them as they come
@@ -447,6 +455,7 @@ class AgentRunner(PromptMixin):
                         latency_s=latency,
                     )
                 )
+            txn.release(self, state, att.claim)  # the last change: the task is free again
             return output
         except BaseException as error:
             self._abort_step(state, att, error)
@@ -505,26 +514,31 @@ class AgentRunner(PromptMixin):
         check: Callable[[], Any],
         touched: Callable[[], list[TaskStep]],
         body: Callable[[], _T],
+        after: str = "undo after it ends",
     ) -> _T:
-        """Run ``body`` (undo, goto, fork) all or nothing: under ``txn.LOCK``, after
+        """Run ``body`` (undo, goto, fork) all or nothing: holding the task's claim, after
         ``check``, with a checkpoint of the task that any exception restores."""
         cp: txn.Checkpoint | None = None
-        reverted = False
+        token: txn.Claim | None = None
         try:
-            with txn.LOCK:
+            token = txn.Claim()
+            if not txn.claim(self, state, token):
+                token = None
+                raise TaskStateError(f"{_busy(state)}; {after}")
+            check()
+            cp = txn.Checkpoint(state, touched())
+            result = body()
+            txn.release(self, state, token)  # the last change
+            return result
+        except BaseException:
+            if token is not None and txn.claim(self, state, token):  # ours (again): put it back
                 try:
-                    check()
-                    cp = txn.Checkpoint(state, touched())
-                    return body()
-                except BaseException:
                     if cp is not None:
                         txn.retry(cp.restore)
-                        reverted = True
-                        self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
-                    raise
-        except BaseException:  # landed after the body, as the lock was let go
-            if cp is not None and not reverted:
-                self._revert(state, cp)
+                finally:
+                    txn.release(self, state, token)
+                if cp is not None:
+                    self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
             raise
 
     def _check_undo(self, state: TaskState) -> None:
@@ -545,14 +559,6 @@ class AgentRunner(PromptMixin):
         """Take back the last completed step (no checks, no event); return it."""
         _, snap = state.undo()
         return state.steps[snap.step_id]
-
-    def _revert(self, state: TaskState, cp: txn.Checkpoint) -> None:
-        """Put a task back to a checkpoint after an interrupted undo, goto or fork."""
-        with txn.LOCK:
-            if state.running:
-                return  # another call started a step on the changed task: leave it
-            txn.retry(cp.restore)
-        self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
 
     def abandon_task(self, task_id: TaskRef) -> None:
         """Give up on a task: nothing it did reaches the runner's memory."""

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from nbagent import _sync
-from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError, _busy
+from nbagent.runner import txn
+from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.runner.state import _NO_STATE, StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import TaskStep, TaskStepOutput
@@ -113,9 +115,6 @@ class ParallelAgentRunner(AgentRunner):
             raise TaskStateError(f"task {state.task_id!r} was abandoned; create a new task")
         if state.finalized:
             raise TaskStateError(f"task {state.task_id!r} is finalized; create a new task")
-        if state.running and not self._owns_running(state):
-            # steps of one task run together on one event loop; another thread must wait
-            raise TaskStateError(_busy(state))
 
     def _pick_step(self, state: TaskState, step: TaskStep | None) -> TaskStep:
         queue = state.step_queue
@@ -174,8 +173,6 @@ class ParallelAgentRunner(AgentRunner):
         return snap
 
     def _take_step(self, state: TaskState, step: TaskStep, snap: StepSnapshot, input: str | None) -> None:
-        if not state.running:  # the first step of a run: this loop owns the task until it ends
-            _owners(self)[state.task_id] = asyncio.get_running_loop()
         state.running.add(step.step_id)
         if input is not None:
             step.input = input
@@ -186,12 +183,17 @@ class ParallelAgentRunner(AgentRunner):
         elif i > 0:
             del queue[i]
 
-    def _owns_running(self, state: TaskState) -> bool:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return _owners(self).get(state.task_id) is loop
+    def _claim_token(self) -> txn.Claim:
+        """Steps of one task run together on one event loop, sharing its claim; a call from
+        another thread (another loop) finds the task busy until they are all done."""
+        loop = asyncio.get_running_loop()
+        tokens = self.__dict__.get("_loop_claims")
+        if tokens is None:
+            tokens = self.__dict__.setdefault("_loop_claims", weakref.WeakKeyDictionary())
+        token = tokens.get(loop)
+        if token is None:
+            token = tokens.setdefault(loop, txn.Claim(loop))
+        return token  # type: ignore[no-any-return]
 
     def _roll_back(self, state: TaskState, step: TaskStep, snap: StepSnapshot) -> None:
         others = state.running - {step.step_id}
@@ -354,14 +356,6 @@ def _check_approvals(state: TaskState) -> None:
 
     for s in state.step_queue:
         check_decided(state, s)
-
-
-def _owners(runner: ParallelAgentRunner) -> dict[str, asyncio.AbstractEventLoop]:
-    """The event loop whose call runs each task's steps (meaningful while any are running)."""
-    owners = runner.__dict__.get("_loop_owners")
-    if owners is None:
-        owners = runner.__dict__.setdefault("_loop_owners", {})
-    return owners  # type: ignore[no-any-return]
 
 
 def _nothing_ready(state: TaskState) -> str:

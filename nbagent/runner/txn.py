@@ -10,11 +10,13 @@ make such a call leave the task exactly as it was:
 - Everything from there to the call's last line sits in one ``try``; the ``except`` puts the
   recorded state back and re-raises. Every restore is idempotent (it sets values, it does
   not apply deltas), so ``retry`` can run it again if another interrupt lands inside it.
-- A task is busy while ``TaskState.running`` is not empty. Checking that and taking the step
-  happen together under ``LOCK`` (as do undo, goto and fork, which are short and never await),
-  so two threads (or the panel's background run and a cell) never both run a step: the
-  second gets ``TaskStateError`` ("busy"). A step's commit runs under ``LOCK`` too and
-  clears ``running`` last, so nothing can slip in between.
+- A task is busy while a caller holds its claim (``claim``): a token set with one atomic
+  ``dict.setdefault``, so two threads (or the panel's background run and a cell) never both
+  change it; the second gets ``TaskStateError`` ("busy"). No lock is held across Python
+  lines: an interrupt can land on the exit of a ``with lock:`` or the first line of a
+  ``finally`` and leave a lock held for good. A claim is released as the last thing inside
+  the ``try``; the ``except`` takes it again (if nobody else has) before it rolls back, and
+  releases it. Steps of one parallel run share their event loop's claim.
 """
 
 from __future__ import annotations
@@ -31,9 +33,64 @@ if TYPE_CHECKING:
     from nbagent.runner.state import StepSnapshot, TaskState
     from nbagent.schema import TaskStep, TaskStepOutput
 
-__all__ = ["LOCK", "retry", "StepAttempt", "CommitMark", "mark_commit", "undo_commit", "Checkpoint"]
+__all__ = ["Claim", "claim", "release", "retry", "StepAttempt", "CommitMark", "mark_commit", "undo_commit", "Checkpoint"]
 
-LOCK = threading.RLock()  # held for microseconds: claiming a step, committing it, undo/fork
+_TAKEOVER = threading.Lock()  # only to take over a stale claim (never on the normal path)
+
+
+class Claim:
+    """Who is changing a task: a thread, and the asyncio task of the call (if any), or the
+    event loop whose parallel run it is (shared by the steps of that run)."""
+
+    __slots__ = ("thread", "task", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.thread = threading.current_thread()
+        try:
+            self.task: asyncio.Task[Any] | None = asyncio.current_task()
+        except RuntimeError:
+            self.task = None
+        self.loop = loop
+
+    def stale(self, state: TaskState) -> bool:
+        """Left behind by a call that ended without releasing it (two interrupts in a row):
+        no step is running and its owner is gone, or is the thread asking now."""
+        if state.running:
+            return False
+        if not self.thread.is_alive() or (self.task is not None and self.task.done()):
+            return True
+        return self.thread is threading.current_thread() and self.loop is None and self.task is None
+
+    def __repr__(self) -> str:
+        return f"Claim(thread={self.thread.name!r})"
+
+
+def claims(runner: Any) -> dict[str, Claim]:
+    table = runner.__dict__.get("_claims")
+    if table is None:
+        table = runner.__dict__.setdefault("_claims", {})
+    return table  # type: ignore[no-any-return]
+
+
+def claim(runner: Any, state: TaskState, token: Claim) -> bool:
+    """Take the task for ``token`` (atomic); False if another caller holds it."""
+    table = claims(runner)
+    owner = table.setdefault(state.task_id, token)
+    if owner is token:
+        return True
+    if owner.stale(state):
+        with _TAKEOVER:
+            if table.get(state.task_id) is owner:
+                table[state.task_id] = token
+                return True
+    return False
+
+
+def release(runner: Any, state: TaskState, token: Claim) -> None:
+    """Let the task go, if ``token`` holds it (a parallel run's: once no step runs)."""
+    table = claims(runner)
+    if table.get(state.task_id) is token and not (token.loop is not None and state.running):
+        table.pop(state.task_id, None)
 
 
 def retry(fn: Callable[..., Any], *args: Any) -> None:
@@ -58,9 +115,10 @@ class CommitMark:
 class StepAttempt:
     """One call's progress through a step, for rolling back exactly what it did."""
 
-    __slots__ = ("step", "snap", "output", "mark", "ctx_token")
+    __slots__ = ("claim", "step", "snap", "output", "mark", "ctx_token")
 
     def __init__(self) -> None:
+        self.claim: Claim | None = None  # set: this call may hold the task's claim
         self.step: TaskStep | None = None
         self.snap: StepSnapshot | None = None  # set: the step may have been taken
         self.output: TaskStepOutput | None = None

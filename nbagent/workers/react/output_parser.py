@@ -170,9 +170,18 @@ def _short(text: str, n: int = 120) -> str:
 
 
 def _clean_tool_name(line: str) -> str:
-    name = line.strip().strip("`*_\"' ").rstrip(".:")
+    name = _unemphasize(line.strip().strip("`*\"' ").rstrip(".:"))
     name = name.removesuffix("()")
-    return name.strip("`*_\"' ")
+    return _unemphasize(name.strip("`*\"' "))
+
+
+def _unemphasize(name: str) -> str:
+    """``name`` without markdown emphasis around it: ``*`` never belongs to a tool name, ``_``
+    only goes when it wraps the name (``__search__``), so ``_private`` keeps its underscore."""
+    name = name.strip("*")
+    while len(name) > 2 and name[0] == "_" and name[-1] == "_":
+        name = name[1:-1].strip("*")
+    return name
 
 
 def _object_span(text: str) -> str | None:
