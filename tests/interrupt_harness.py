@@ -15,6 +15,7 @@ replaced by their position in the registry, so two runs that made different ids 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 from collections import deque
@@ -47,17 +48,25 @@ class Interrupter:
         return self._local
 
     def _global(self, frame: Any, event: str, arg: Any) -> Any:
-        if frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        code = frame.f_code
+        # lambdas are skipped: nbagent's are callbacks Python calls from where it swallows an
+        # exception (a weakref callback during deallocation) or one-line forwarders whose
+        # callee is traced
+        if code.co_filename.startswith(PACKAGE_DIR) and code.co_name != "<lambda>":
             return self._local
         return None
 
     def __enter__(self) -> Interrupter:
+        self._gc = gc.isenabled()
+        gc.disable()  # collection at random moments would move the k-th line between runs
         self._saved = sys.gettrace()
         sys.settrace(self._global)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         sys.settrace(self._saved)
+        if self._gc:
+            gc.enable()
 
 
 @dataclasses.dataclass
