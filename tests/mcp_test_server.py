@@ -1,7 +1,7 @@
 """An MCP server built with the SDK's MCPServer (FastMCP's name in mcp 2), for the MCP tests.
 
 Run: ``python tests/mcp_test_server.py [--linger]`` over stdio (``--linger``: stay alive
-60 s after stdin closes, as a badly behaved server would), or ``python tests/mcp_test_server.py http PORT``
+60 s after stdin closes, as a badly behaved server would), or ``python tests/mcp_test_server.py http|sse PORT``
 (streamable HTTP on 127.0.0.1:PORT/mcp). Its tools cover what the time and git servers do not:
 images, structured output, a tool that raises, a slow tool, its own process id, a resource.
 """
@@ -84,6 +84,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
         server.settings.log_level = "WARNING"
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["sse"]:  # the older HTTP transport: GET /sse, POST /messages/
+        server.settings.log_level = "WARNING"
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()
         if "--linger" in sys.argv:  # a badly behaved server: it outlives its closed stdin

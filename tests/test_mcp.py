@@ -100,16 +100,17 @@ def time_tools(time_client: BasicMCPClient) -> dict[str, McpTool]:
 class HttpServer:
     """tests/mcp_test_server.py over streamable HTTP on 127.0.0.1, killable and restartable."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: str = "http") -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.transport = transport
+        self.url = f"http://127.0.0.1:{self.port}/{'mcp' if transport == 'http' else 'sse'}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [PY, TEST_SERVER, "http", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [PY, TEST_SERVER, self.transport, str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -214,6 +215,20 @@ def test_one_call_helpers_and_headers_reach_an_http_server(http_server: HttpServ
         assert [t.name for t in tools] == ["add"] and tools[0].call(a=1, b=2).raw_output.structured["total"] == 3
     finally:
         tools[0].mcp_client.close()
+
+
+def test_the_older_sse_transport() -> None:
+    server = HttpServer("sse")
+    server.start()
+    client = BasicMCPClient(server.url, headers={"X-Nbagent-Test": "sse"}, timeout=5)
+    try:
+        assert client.transport == "sse"
+        tools = tools_of(client, allowed_tools=["add", "header"])
+        assert tools["add"].call(a=20, b=22).raw_output.structured == {"total": 42, "terms": [20, 22]}
+        assert tools["header"].call(name="X-Nbagent-Test").content == "sse"
+    finally:
+        client.close()
+        server.kill()
 
 
 # ----- calling through the workers -----------------------------------------------------------

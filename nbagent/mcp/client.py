@@ -152,7 +152,8 @@ def _default_name(command_or_url: str, args: Sequence[str]) -> str:
 
 
 class BasicMCPClient:
-    """One MCP server: ``BasicMCPClient("uvx", ["mcp-server-time"])`` or a streamable-HTTP URL.
+    """One MCP server: ``BasicMCPClient("uvx", ["mcp-server-time"])`` or a streamable-HTTP URL
+    (``.../mcp``; a URL ending in ``/sse`` uses the older SSE transport).
 
     The session starts at the first request and is reused by every later one, from sync or
     async code, on any event loop. ``timeout`` (seconds) bounds each request and the start;
@@ -204,6 +205,12 @@ class BasicMCPClient:
         self.cwd = os.fspath(cwd) if cwd is not None else None
         self.headers = dict(headers) if headers else None
         self.name = name or _default_name(command_or_url, self.args)
+        # as LlamaIndex's client: a URL whose path ends in /sse is the older SSE transport
+        self.transport = (
+            "stdio" if not self.is_url
+            else "sse" if urlsplit(command_or_url).path.rstrip("/").endswith("/sse")
+            else "streamable-http"
+        )
         self._lock = threading.Lock()
         self._host: _Host | None = None
         # the rest is touched only on the host loop
@@ -231,6 +238,10 @@ class BasicMCPClient:
         """The SDK transport for this server."""
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
+        if self.is_url and self.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(self.command_or_url, headers=self.headers, timeout=self.timeout)
         if self.is_url:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client

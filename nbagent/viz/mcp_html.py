@@ -71,7 +71,7 @@ def mcp_client_html(client: Any) -> str:
     def build() -> str:
         status = _badge("connected", "nb-s-done") if client.is_connected else _badge("not connected", "nb-b-info")
         head = f'<div class="nb-head">MCP server · <code>{html_text(client.name, 200)}</code> {status}</div>'
-        kind = "streamable HTTP" if client.is_url else "stdio"
+        kind = {"sse": "SSE", "streamable-http": "streamable HTTP"}.get(client.transport, "stdio")
         rows = [
             ("server", f"<code>{html_text(client._where(short=True), 400)}</code> ({kind})"),
             ("timeout", html_text(f"{client.timeout:g} s")),
