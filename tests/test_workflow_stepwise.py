@@ -389,3 +389,45 @@ def test_workflow_checkpointer_as_the_reference_uses_it() -> None:
             w_ckptr.enable_checkpoint("nope")
 
     run(go())
+
+
+def test_run_step_from_another_event_loop_than_the_runs() -> None:
+    """A widget callback may run on another of the kernel's loops than the one the run started
+    on (JupyterLab with ipykernel 7 does this): run_step() hands the step to the run's loop."""
+    import threading
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        async def start() -> Any:
+            return Counter().run(stepwise=True)
+
+        handler = asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+
+        async def go() -> tuple[list[str], Any]:
+            kinds: list[str] = []
+            first = await handler.run_step()
+            kinds += [type(e).__name__ for e in first or []]
+            return kinds, await handler  # the remaining steps, then the result, across loops
+
+        kinds, result = asyncio.run(go())
+        assert kinds == ["Count"] and result == 3
+        assert handler._runner.loop is loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
+
+    async def stale() -> None:
+        with pytest.raises(RuntimeError, match="no longer running"):
+            await orphan.run_step()
+
+    other = asyncio.new_event_loop()
+    orphan = other.run_until_complete(start_on_this_loop())
+    other.close()
+    asyncio.run(stale())
+
+
+async def start_on_this_loop() -> Any:
+    return Counter().run(stepwise=True)

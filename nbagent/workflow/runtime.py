@@ -369,7 +369,12 @@ class WorkflowHandler:
         runner = self._runner
         if runner.stepwise and not runner.finished and not runner.stepping:
             return self._run_remaining_steps().__await__()
+        if runner.future.done():  # also from another loop than the run's
+            return self._result_now().__await__()
         return runner.future.__await__()
+
+    async def _result_now(self) -> Any:
+        return self._runner.future.result()
 
     async def _run_remaining_steps(self) -> Any:
         """A step-wise run awaited: run its remaining steps (waiting for answers) to the end."""
@@ -378,6 +383,8 @@ class WorkflowHandler:
         runner = self._runner
         while not runner.finished and not runner.stepping:
             await run_one_step(runner, through_questions=True)
+        if runner.future.done():
+            return runner.future.result()
         return await runner.future
 
     # ----- step-wise runs -------------------------------------------------------------------

@@ -90,6 +90,17 @@ async def run_one_step(runner: Runner, *, through_questions: bool = False) -> li
         raise RuntimeError(
             "run_step() needs a step-wise run: start it with workflow.run(..., stepwise=True)"
         )
+    here = asyncio.get_running_loop()
+    if here is not runner.loop:  # e.g. a widget callback on another of the kernel's loops
+        if runner.loop.is_closed() or not runner.loop.is_running():
+            raise RuntimeError(
+                "this run belongs to an event loop that is no longer running; resume it on this "
+                "loop with workflow.run(ctx=handler.ctx, stepwise=True)"
+            )
+        done = asyncio.run_coroutine_threadsafe(
+            run_one_step(runner, through_questions=through_questions), runner.loop
+        )
+        return await asyncio.wrap_future(done)
     if runner.stepping:
         raise RuntimeError("run_step() is already running for this run; await it before calling it again")
     if runner.finished:
