@@ -161,6 +161,7 @@ def _finish(batch: BatchRun, item: BatchItem, fut: asyncio.Future[Any], started:
         item.error = BatchTaskError(failure["type"], failure["message"], failure.get("traceback", ""))
     if item.error is None and state is not None:
         item.response = _response_of(state)
+        batch._check(item)  # the check runs here, on the calling side
     if batch.store is not None:
         batch._save(item, state)
     batch._set_status(item, "done" if item.error is None else "failed")

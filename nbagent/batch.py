@@ -47,6 +47,7 @@ __all__ = [
     "BatchRun",
     "BatchItem",
     "BatchTaskError",
+    "AnswerRejected",
     "ItemStatus",
     "run_batch",
     "arun_batch",
@@ -68,6 +69,14 @@ class BatchTaskError(RuntimeError):
         self.error_type = error_type
         self.message = message
         self.traceback = traceback
+
+
+class AnswerRejected(AssertionError):
+    """The task finished, but ``run_batch(check=...)`` did not accept its answer."""
+
+    def __init__(self, message: str, response: Any = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 @dataclass
@@ -153,6 +162,7 @@ class BatchRun:
         name: str = "batch",
         timeout_s: float | None = None,
         ray_options: dict[str, Any] | None = None,
+        check: Callable[[str, AgentChatResponse], Any] | None = None,
     ) -> None:
         from nbagent.runner.base import AgentRunner
 
@@ -175,6 +185,9 @@ class BatchRun:
             raise ValueError(f"timeout_s must be a number of seconds > 0 or None, got {timeout_s!r}")
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty str, got {name!r}")
+        if check is not None and not callable(check):
+            raise TypeError(f"check must be a function check(input, response), got {type(check).__name__}")
+        self.check = check
         self.runner = runner
         self.inputs = texts
         self.max_concurrency = max_concurrency
@@ -476,9 +489,22 @@ class BatchRun:
         _fill_from_state(self.runner, item, state)
         item.response = response
         item.error = error
+        self._check(item)
         if self.store is not None:
             self._save(item, state)
-        self._set_status(item, "done" if error is None else "failed")
+        self._set_status(item, "done" if item.error is None else "failed")
+
+    def _check(self, item: BatchItem) -> None:
+        """Apply ``check`` to a finished task's answer: False or an exception rejects it."""
+        if self.check is None or item.error is not None or item.response is None:
+            return
+        try:
+            verdict = self.check(item.input, item.response)
+        except Exception as err:  # noqa: BLE001 - the check's own words become the failure
+            item.error = AnswerRejected(f"check rejected the answer {item.response.response!r}: {err}", item.response)
+            return
+        if verdict is False:
+            item.error = AnswerRejected(f"check rejected the answer {item.response.response!r}", item.response)
 
     def _save(self, item: BatchItem, state: TaskState | None) -> None:
         assert self.store is not None
@@ -694,6 +720,7 @@ def run_batch(
     name: str = "batch",
     timeout_s: float | None = None,
     ray_options: dict[str, Any] | None = None,
+    check: Callable[[str, AgentChatResponse], Any] | None = None,
 ) -> BatchRun:
     """Run one task per input (at most ``max_concurrency`` at once) and return the BatchRun.
 
@@ -702,6 +729,8 @@ def run_batch(
     runs on a background loop (the grid's Stop button works meanwhile; ``batch.wait()``).
     Ctrl-C (a kernel interrupt) stops the batch and returns it with what finished.
     ``store``: a path to the run store (resume), ``timeout_s``: a limit per task.
+    ``check(input, response)``: grades each answer; returning False or raising marks the task
+    failed (``AnswerRejected``), so an evaluation's wrong answers show up as failures.
     """
     batch = BatchRun(
         runner,
@@ -713,6 +742,7 @@ def run_batch(
         name=name,
         timeout_s=timeout_s,
         ray_options=ray_options,
+        check=check,
     )
     view = _start_progress(batch, progress)
     in_loop = _running_loop() is not None

@@ -343,3 +343,36 @@ def test_store_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
         make_agent().run_batch(questions(1), store=bad, progress=False)
     with pytest.raises(ValueError, match="is a directory"):
         make_agent().run_batch(questions(1), store=tmp_path, progress=False)
+
+
+def test_check_grades_answers_and_rejected_ones_are_failures_rerun_on_resume(tmp_path: Path) -> None:
+    expected = {q: f"The answer is {i * 11}" for i, q in enumerate(questions(5))}
+    expected[questions(5)[2]] = "The answer is 999"  # a wrong key: the agent's right answer is rejected
+
+    def check(question: str, response: AgentChatResponse) -> bool:
+        return response.response == expected[question]
+
+    def strict(question: str, response: AgentChatResponse) -> None:
+        assert response.response.endswith("0"), "not a round number"
+
+    agent = make_agent()
+    batch = agent.run_batch(questions(5), check=check, store=tmp_path / "b.db", progress=False)
+    assert [it.index for it in batch.failed] == [2]
+    err = batch.results[2]
+    from nbagent.batch import AnswerRejected
+
+    assert isinstance(err, AnswerRejected) and err.response.response == "The answer is 22"
+    assert "check rejected the answer 'The answer is 22'" in str(err)
+    assert agent.tasks[batch[2].task_id].status == TaskStatus.FINALIZED  # the task itself ended well
+    assert batch.to_pandas().loc[2, "response"] == "The answer is 22"
+
+    expected[questions(5)[2]] = "The answer is 22"  # fix the key: only the rejected one runs again
+    llm = SlowLLM(brain, model="m1")
+    again = make_agent(llm).run_batch(questions(5), check=check, store=tmp_path / "b.db", progress=False)
+    assert llm.calls == 2 and not again.failed and [it.index for it in again if not it.resumed] == [2]
+
+    msgs = make_agent().run_batch(questions(3), check=strict, progress=False)
+    assert [it.index for it in msgs.failed] == [1, 2]
+    assert "not a round number" in str(msgs.results[1])
+    with pytest.raises(TypeError, match="check must be a function"):
+        agent.run_batch(questions(1), check="yes")
