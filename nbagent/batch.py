@@ -443,7 +443,10 @@ class BatchRun:
                 todo.append(item.index)
                 continue
             status, record = found
-            state = adopt_record(self.runner, record["doc"])
+            known = _record_task_id(record["doc"])
+            live = self.runner.tasks.get(known) if known else None
+            # the same runner ran it before (a re-run in the same kernel): keep the live task
+            state = live if live is not None and live.finalized else adopt_record(self.runner, record["doc"])
             _fill_from_state(self.runner, item, state)
             item.latency_s = record.get("latency_s")
             item.worker = record.get("worker")
@@ -626,6 +629,14 @@ def _response_of(state: TaskState) -> AgentChatResponse | None:
 
 
 # ----- records: a task <-> the codec's JSON-able document -----------------------------------
+
+
+def _record_task_id(doc: Any) -> str | None:
+    try:
+        task_id = doc["tasks"][0]["task_id"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return task_id if isinstance(task_id, str) else None
 
 
 def task_record(runner: AgentRunner, state: TaskState) -> dict[str, Any]:

@@ -389,7 +389,23 @@ class BatchGrid:
             w.close()
 
     def static_html(self) -> str:
-        return batch_summary_html(self.batch)
+        """The summary table, then the open task (details, DAG, transcript) if one is open."""
+        parts = [batch_summary_html(self.batch)]
+        index = self.selected
+        if index is not None:
+            item = self.batch.items[index]
+            parts.append(self._detail_html(item))
+            state = self.batch.runner.tasks.get(item.task_id) if item.task_id else None
+            if state is not None:
+                from nbagent.viz.graph import StepGraph
+                from nbagent.viz.html import error_html, transcript_html
+
+                try:
+                    parts.append(StepGraph(state).html())
+                except Exception as err:  # noqa: BLE001 - the rest still shows
+                    parts.append(error_html("the step graph could not be drawn", err))
+                parts.append(transcript_html(self.batch.transcript(index)))
+        return "".join(parts)
 
     def __repr__(self) -> str:
         return f"BatchGrid({self.batch!r})"
