@@ -1,106 +1,77 @@
-"""Where a batch keeps its finished tasks so that a second run resumes: one row per input.
+"""A batch's view of the run store (``nbagent.store.sqlite.RunStore``): resume needs only
+"which inputs of this batch already succeeded" and "write this finished task".
 
-The interface a batch needs is small: ``read(name) -> {key: (status, record)}``,
-``write(name, key, index, status, record)`` and ``close()``. Records are the codec's JSON
-documents (``nbagent.batch.task_record``) plus the batch's own fields; stored as JSON text
-(never pickle), one transaction per finished task, WAL so a crash loses at most the task
-being written.
+Every finished task is saved in full (``RunStore.save_task``) with ``tag`` = the batch's name
+and ``key`` = the input's key (its position and a hash of its text). A task that failed or
+whose answer the check rejected is saved too, for inspection, under ``key + "!failed"``, so a
+new run of the batch runs it again. On resume the succeeded tasks are loaded back (grouped by
+the run that saved them) and become tasks of the calling runner.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
-import threading
-import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BatchStore", "SQLiteBatchStore", "open_batch_store"]
+if TYPE_CHECKING:
+    from nbagent.runner.base import AgentRunner
+    from nbagent.runner.state import TaskState
+    from nbagent.store.sqlite import TaskInfo
 
+__all__ = ["BatchStore", "FAILED_SUFFIX"]
 
-class BatchStore(Protocol):
-    """What ``run_batch(store=...)`` needs from a store."""
-
-    def read(self, name: str) -> dict[str, tuple[str, dict[str, Any]]]: ...
-
-    def write(self, name: str, key: str, index: int, status: str, record: dict[str, Any]) -> None: ...
-
-    def close(self) -> None: ...
+FAILED_SUFFIX = "!failed"
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS batch_tasks (
-  batch TEXT NOT NULL,
-  key TEXT NOT NULL,
-  idx INTEGER NOT NULL,
-  status TEXT NOT NULL,
-  record TEXT NOT NULL,
-  updated REAL NOT NULL,
-  PRIMARY KEY (batch, key)
-);
-"""
+class BatchStore:
+    """Wraps a ``RunStore`` (opened from a path, or given) for one batch at a time."""
 
+    def __init__(self, store: Any) -> None:
+        from nbagent.store.sqlite import RunStore
+        from nbagent.store.values import PersistError
 
-class SQLiteBatchStore:
-    """The batch table in an SQLite file (created on first use)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise ValueError(f"store={str(path)!r} is a directory; give a file path such as 'batch.db'")
-        self._lock = threading.Lock()
+        if isinstance(store, RunStore):
+            self.store, self._own = store, False
+            return
+        if not isinstance(store, (str, os.PathLike)):
+            raise TypeError(
+                f"store must be a file path (such as 'batch.db') or a RunStore, got {type(store).__name__}"
+            )
+        path = Path(store)
+        if path.is_dir():
+            raise ValueError(f"store={str(store)!r} is a directory; give a file path such as 'batch.db'")
         try:
-            self._db: sqlite3.Connection | None = sqlite3.connect(self.path, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as err:
-            raise ValueError(f"store={str(path)!r} is not an SQLite run store ({err})") from err
+            self.store, self._own = RunStore(path), True
+        except PersistError as err:
+            raise ValueError(f"store={str(store)!r} is not an nbagent run store: {err}") from err
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self._db = sqlite3.connect(self.path, check_same_thread=False)
-        return self._db
+    def succeeded(self, name: str) -> dict[str, TaskInfo]:
+        """The newest successful task of each input key of batch ``name``."""
+        found: dict[str, TaskInfo] = {}
+        for info in self.store.tasks(tag=name, status="finalized"):  # oldest first: newest wins
+            if info.key is not None and not info.key.endswith(FAILED_SUFFIX):
+                found[info.key] = info
+        return found
 
-    def read(self, name: str) -> dict[str, tuple[str, dict[str, Any]]]:
-        with self._lock:
-            rows = self._conn().execute(
-                "SELECT key, status, record FROM batch_tasks WHERE batch = ?", (name,)
-            ).fetchall()
-        out: dict[str, tuple[str, dict[str, Any]]] = {}
-        for key, status, text in rows:
-            try:
-                out[key] = (status, json.loads(text))
-            except json.JSONDecodeError:
-                continue  # a damaged row is run again
+    def load(self, infos: list[TaskInfo]) -> dict[str, tuple[TaskState, Any]]:
+        """The stored tasks ``infos``, each with the runner that loaded it (for its models)."""
+        by_run: dict[str, list[str]] = {}
+        for info in infos:
+            by_run.setdefault(info.run_id, []).append(info.task_id)
+        out: dict[str, tuple[TaskState, Any]] = {}
+        for run_id, task_ids in by_run.items():
+            loaded = self.store.load(None, run=run_id, tasks=task_ids, restore_ids=False)
+            for task_id in task_ids:
+                state = loaded.tasks.get(task_id)
+                if state is not None:
+                    out[task_id] = (state, loaded)
         return out
 
-    def write(self, name: str, key: str, index: int, status: str, record: dict[str, Any]) -> None:
-        text = json.dumps(record, separators=(",", ":"), allow_nan=False)
-        with self._lock:
-            db = self._conn()
-            with db:  # one transaction
-                db.execute(
-                    "INSERT OR REPLACE INTO batch_tasks (batch, key, idx, status, record, updated) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (name, key, index, status, text, time.time()),
-                )
+    def save(self, runner: AgentRunner, state: TaskState, name: str, key: str, ok: bool) -> None:
+        """Write one finished task (one transaction)."""
+        self.store.save_task(runner, state.task_id, key=key if ok else key + FAILED_SUFFIX, tag=name)
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-
-
-def open_batch_store(store: Any) -> Any:
-    """A store from what the user passed: a path, or an object with read/write/close."""
-    if isinstance(store, (str, os.PathLike)):
-        return SQLiteBatchStore(store)
-    if all(callable(getattr(store, m, None)) for m in ("read", "write", "close")):
-        return store
-    raise TypeError(
-        f"store must be a file path (such as 'batch.db') or a batch store object, got {type(store).__name__}"
-    )
+        if self._own:
+            self.store.close()

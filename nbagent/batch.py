@@ -11,8 +11,9 @@ stops the others. ``batch.stop()`` (the grid's Stop button, or Ctrl-C / a kernel
 during ``run_batch``) starts no new task, cancels the running ones (the runner rolls their
 step back) and keeps everything that finished.
 
-``store="batch.db"`` writes every task to the embedded run store as it finishes; running the
-same batch again skips what succeeded and runs the rest (failed, stopped, never started).
+``store="batch.db"`` writes every task to the run store (``nbagent.store.sqlite``) as it
+finishes; running the same batch again, in this kernel or a new one, skips what succeeded and
+runs the rest (failed, rejected by ``check``, stopped, never started).
 
 Backends: ``"asyncio"`` (default, this process) and ``"ray"``: a Ray cluster runs the tasks;
 ``factory`` (a zero-argument function Ray ships) builds the runner, worker and model on each
@@ -435,21 +436,22 @@ class BatchRun:
         """Read what the store has for this batch; returns the indexes still to run."""
         if self.store is None:
             return list(range(len(self.items)))
-        saved = self.store.read(self.name)
+        found = self.store.succeeded(self.name)
+        wanted = [found[item.key] for item in self.items if item.key in found]
+        live = {i.task_id: self.runner.tasks.get(i.task_id) for i in wanted}
+        # tasks this very runner ran before (a re-run in the same kernel) are used as they are
+        loaded = self.store.load([i for i in wanted if live[i.task_id] is None or not live[i.task_id].finalized])
         todo: list[int] = []
         for item in self.items:
-            found = saved.get(item.key)
-            if found is None or found[0] != "done":
+            info = found.get(item.key)
+            state = None if info is None else live.get(info.task_id)
+            if info is not None and (state is None or not state.finalized) and info.task_id in loaded:
+                state = adopt_state(self.runner, *loaded[info.task_id])
+            if state is None or not state.finalized:
                 todo.append(item.index)
                 continue
-            status, record = found
-            known = _record_task_id(record["doc"])
-            live = self.runner.tasks.get(known) if known else None
-            # the same runner ran it before (a re-run in the same kernel): keep the live task
-            state = live if live is not None and live.finalized else adopt_record(self.runner, record["doc"])
             _fill_from_state(self.runner, item, state)
-            item.latency_s = record.get("latency_s")
-            item.worker = record.get("worker")
+            item.latency_s = sum(o.latency_s or 0.0 for o in state.completed_steps)
             item.response = _response_of(state)
             item.resumed = True
             self._set_status(item, "done")
@@ -510,16 +512,15 @@ class BatchRun:
             item.error = AnswerRejected(f"check rejected the answer {item.response.response!r}", item.response)
 
     def _save(self, item: BatchItem, state: TaskState | None) -> None:
-        assert self.store is not None
-        record = {
-            "index": item.index,
-            "input": item.input,
-            "latency_s": item.latency_s,
-            "worker": item.worker,
-            "error": None if item.error is None else _error_text(item.error),
-            "doc": None if state is None else task_record(self.runner, state),
-        }
-        self.store.write(self.name, item.key, item.index, "done" if item.error is None else "failed", record)
+        """Write a finished task to the store (a task that never started has nothing to keep)."""
+        if self.store is None or state is None:
+            return
+        try:
+            self.store.save(self.runner, state, self.name, item.key, ok=item.error is None)
+        except Exception:  # noqa: BLE001 - a store that cannot write must not lose the batch
+            import logging
+
+            logging.getLogger("nbagent.batch").exception("could not write task %s to the store", state.task_id)
 
     # ----- display -----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -631,14 +632,6 @@ def _response_of(state: TaskState) -> AgentChatResponse | None:
 # ----- records: a task <-> the codec's JSON-able document -----------------------------------
 
 
-def _record_task_id(doc: Any) -> str | None:
-    try:
-        task_id = doc["tasks"][0]["task_id"]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return task_id if isinstance(task_id, str) else None
-
-
 def task_record(runner: AgentRunner, state: TaskState) -> dict[str, Any]:
     """One task as the codec's run document (a runner holding just that task): plain
     JSON-able data that a store keeps and a Ray worker sends back."""
@@ -662,19 +655,24 @@ def task_record(runner: AgentRunner, state: TaskState) -> dict[str, Any]:
 def adopt_record(runner: AgentRunner, doc: dict[str, Any]) -> TaskState:
     """Make the task of a ``task_record`` document a task of ``runner`` (it can then be
     opened, drawn and costed like any other; its steps cannot be re-run from here)."""
-    from nbagent.costs import register_runner
-    from nbagent.events import TaskCreated
     from nbagent.store.codec import runner_from_dict
 
-    loaded = runner_from_dict(doc, runner.agent_worker, runner_cls=type(runner), restore_ids=False,
-                              source="a batch record")
-    states = list(loaded._tasks.values())
+    loaded = runner_from_dict(doc, None, restore_ids=False, source="a batch record")
+    states = list(loaded.tasks.values())
     if len(states) != 1:
         raise ValueError(f"a batch record holds exactly one task, this one holds {len(states)}")
-    state = states[0]
+    return adopt_state(runner, states[0], loaded)
+
+
+def adopt_state(runner: AgentRunner, state: TaskState, loaded: Any) -> TaskState:
+    """Move a task that ``loaded`` (a runner rebuilt from a record or the store) holds into
+    ``runner``, with the models its steps ran with (for their cost)."""
+    from nbagent.costs import register_runner
+    from nbagent.events import TaskCreated
+
     state.task._runner = runner
-    runner._tasks[state.task_id] = state
-    models = loaded.__dict__.get("_step_models")
+    runner.tasks[state.task_id] = state
+    models = {sid: m for sid, m in loaded.__dict__.get("_step_models", {}).items() if sid in state.steps}
     if models:
         runner.__dict__.setdefault("_step_models", {}).update(models)
     register_runner(state.task_id, runner)
@@ -686,9 +684,9 @@ def adopt_record(runner: AgentRunner, doc: dict[str, Any]) -> TaskState:
 
 
 def _open_store(store: Any) -> Any:
-    from nbagent._batch_store import open_batch_store
+    from nbagent._batch_store import BatchStore
 
-    return open_batch_store(store)
+    return BatchStore(store)
 
 
 # ----- entry points ------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -258,7 +257,7 @@ def test_bad_arguments_are_clear_errors() -> None:
         agent.run_batch(["a 1 2"], factory=make_agent)
     with pytest.raises(ValueError, match="progress must be"):
         agent.run_batch(["a 1 2"], progress="bar")
-    with pytest.raises(TypeError, match="store must be a file path"):
+    with pytest.raises(TypeError, match="store must be a file path .* or a RunStore"):
         agent.run_batch(["a 1 2"], store=42)
     assert agent.tasks == {}  # nothing ran
 
@@ -300,9 +299,14 @@ def test_resume_skips_what_succeeded_and_runs_failed_and_unfinished(tmp_path: Pa
     b1.wait()
     finished_1 = {it.index: it for it in b1 if it.status == "done"}
     assert 6 <= len(finished_1) < 12
-    with sqlite3.connect(db) as con:  # every finished task was written as it finished
-        n_rows = con.execute("SELECT count(*) FROM batch_tasks").fetchone()[0]
-    assert n_rows == len(finished_1) + len([it for it in b1 if it.status == "failed"])
+    from nbagent.store.sqlite import RunStore
+
+    with RunStore(db) as store:  # every finished task was written as it finished, labelled
+        stored = store.tasks(tag="batch")
+        assert {t.key for t in stored if t.status == "finalized"} == {b1[i].key for i in finished_1}
+        failed_keys = {t.key for t in stored if t.status == "failed"}
+        assert failed_keys == {it.key + "!failed" for it in b1 if it.status == "failed"}
+        assert store.task(key=b1[min(finished_1)].key, tag="batch").response.startswith("The answer is")
 
     # a new kernel: a new runner, the same batch, a fixed model
     llm2 = SlowLLM(brain, model="m1")
@@ -339,7 +343,7 @@ def test_batches_of_different_names_share_a_store_without_mixing(tmp_path: Path)
 def test_store_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "notes.db"
     bad.write_text("these are my notes, not a database" * 50)
-    with pytest.raises(ValueError, match="is not an SQLite run store"):
+    with pytest.raises(ValueError, match="is not an nbagent run store"):
         make_agent().run_batch(questions(1), store=bad, progress=False)
     with pytest.raises(ValueError, match="is a directory"):
         make_agent().run_batch(questions(1), store=tmp_path, progress=False)
