@@ -25,14 +25,19 @@ FAILED_SUFFIX = "!failed"
 
 
 class BatchStore:
-    """Wraps a ``RunStore`` (opened from a path, or given) for one batch at a time."""
+    """Wraps a ``RunStore`` (opened from a path, or given) for one batch at a time.
 
-    def __init__(self, store: Any) -> None:
+    A path is opened once per runner and kept open with it (``runner._batch_stores``): the
+    run store keeps one writer per runner and store, so every batch of a runner writes into
+    the same run, incrementally.
+    """
+
+    def __init__(self, store: Any, runner: Any = None) -> None:
         from nbagent.store.sqlite import RunStore
         from nbagent.store.values import PersistError
 
         if isinstance(store, RunStore):
-            self.store, self._own = store, False
+            self.store = store
             return
         if not isinstance(store, (str, os.PathLike)):
             raise TypeError(
@@ -41,8 +46,14 @@ class BatchStore:
         path = Path(store)
         if path.is_dir():
             raise ValueError(f"store={str(store)!r} is a directory; give a file path such as 'batch.db'")
+        kept: dict[str, Any] = {} if runner is None else runner.__dict__.setdefault("_batch_stores", {})
+        key = str(path.absolute())
+        opened = kept.get(key)
+        if opened is not None and path.exists():
+            self.store = opened
+            return
         try:
-            self.store, self._own = RunStore(path), True
+            self.store = kept[key] = RunStore(path)
         except PersistError as err:
             raise ValueError(f"store={str(store)!r} is not an nbagent run store: {err}") from err
 
@@ -73,5 +84,4 @@ class BatchStore:
         self.store.save_task(runner, state.task_id, key=key if ok else key + FAILED_SUFFIX, tag=name)
 
     def close(self) -> None:
-        if self._own:
-            self.store.close()
+        """Nothing to do: the store stays open with its runner (see the class docstring)."""

@@ -198,7 +198,7 @@ class BatchRun:
         self.timeout_s = timeout_s
         self.ray_options = dict(ray_options or {})
         self.items = [BatchItem(i, t, input_key(i, t)) for i, t in enumerate(texts)]
-        self.store = None if store is None else _open_store(store)
+        self.store = None if store is None else _open_store(store, runner)
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self.stopped = False
@@ -683,10 +683,10 @@ def adopt_state(runner: AgentRunner, state: TaskState, loaded: Any) -> TaskState
 # ----- the store ---------------------------------------------------------------------------
 
 
-def _open_store(store: Any) -> Any:
+def _open_store(store: Any, runner: AgentRunner) -> Any:
     from nbagent._batch_store import BatchStore
 
-    return BatchStore(store)
+    return BatchStore(store, runner)
 
 
 # ----- entry points ------------------------------------------------------------------------

@@ -380,3 +380,32 @@ def test_check_grades_answers_and_rejected_ones_are_failures_rerun_on_resume(tmp
     assert "not a round number" in str(msgs.results[1])
     with pytest.raises(TypeError, match="check must be a function"):
         agent.run_batch(questions(1), check="yes")
+
+
+def test_rerunning_in_the_same_kernel_writes_to_the_same_run_without_errors(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "same.db"
+    broken = {"on": True}
+
+    def sometimes(messages: list[ChatMessage], tools: Any) -> Any:
+        if broken["on"] and "3 +" in (messages[-1].text or ""):
+            raise RuntimeError("down")
+        return brain(messages, tools)
+
+    agent = make_agent(SlowLLM(sometimes, model="m1"))
+    first = agent.run_batch(questions(6), store=db, progress=False)
+    assert [it.index for it in first.failed] == [3]
+    broken["on"] = False
+    second = agent.run_batch(questions(6), store=db, progress=False)
+    assert [it.index for it in second if not it.resumed] == [3] and not second.failed
+    assert second[0].task_id == first[0].task_id  # the live task, not a copy
+    assert not [r for r in caplog.records if "could not write" in r.getMessage()]
+    from nbagent.store.sqlite import RunStore
+
+    with RunStore(db) as store:
+        assert len(store.runs()) == 1  # one runner, one run
+        done = store.tasks(tag="batch", status="finalized")
+        assert sorted(t.key for t in done) == sorted(it.key for it in second)
+        loaded = store.load()
+        assert loaded.get_task(second[3].task_id).input == questions(6)[3]
