@@ -71,6 +71,8 @@ class LiveDot:
         self.chains = 0  # collapsed runs among the closed units
         self.run: _Run | None = None  # the open run at the end of the settled steps
         self.tail_cache: dict[str, tuple[Any, str]] = {}
+        self.run_cache: tuple[Any, tuple[str, str]] | None = None
+        self.head_cache: tuple[Any, list[str]] | None = None
 
     # ----- the text ---------------------------------------------------------------------
     def render(self) -> str:
@@ -202,7 +204,11 @@ class LiveDot:
         nodes = list(self.closed_nodes)
         counts = {"done": 0}
         if self.run is not None:
-            line, name = self._run_line(self.run, self.chains)
+            run = self.run
+            key = (run.start, run.end, run.latency, run.tokens, self.chains)
+            if self.run_cache is None or self.run_cache[0] != key:
+                self.run_cache = (key, self._run_line(run, self.chains))
+            line, name = self.run_cache[1]
             nodes.append(line)
             names.append(name)
         statuses = []
@@ -222,8 +228,11 @@ class LiveDot:
         except Exception:  # noqa: BLE001
             task_status = "unknown"
         task = state.task
-        lines = _header_lines(task.task_id, task.input, task_status, counts, opts["max_label"], opts["rankdir"],
-                              opts["wrap"])
+        key = (task_status, task.input, tuple(counts.values()))
+        if self.head_cache is None or self.head_cache[0] != key:
+            self.head_cache = (key, _header_lines(task.task_id, task.input, task_status, counts, opts["max_label"],
+                                                  opts["rankdir"], opts["wrap"]))
+        lines = list(self.head_cache[1])
         lines.extend(nodes)
         lines.extend(f"  {a} -> {b};" for a, b in zip(names, names[1:]))
         if opts["legend"]:

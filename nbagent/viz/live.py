@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from nbagent.events import Event, RunnerReset, StepStarted, TaskDeleted, TokenStreamed
+from nbagent.events import Event, RunnerReset, StepCompleted, StepStarted, TaskDeleted, TokenStreamed
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
@@ -254,9 +254,9 @@ class LiveGraph:
         self._draw_lock = threading.RLock()
         self.widget, self.in_browser = graph_widget(renderer, EMPTY_DOT)
         self._throttle = Throttle(self._draw, throttle_s)
-        # a step's start is drawn only if the step is still running a moment later: a fast
-        # step is drawn once, when it completes; a slow one (a model call) shows it runs
-        self._started = Throttle(self._draw_if_running, self.STARTED_DELAY_S)
+        # a step's start is drawn only when steps are slow (the last one took SLOW_STEP_S or
+        # more: a model call), so that the graph shows what runs; a fast step is drawn once
+        self._slow = True
         self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
         self._draw()
 
@@ -300,26 +300,19 @@ class LiveGraph:
         return self._throttle.interval_s
 
     # ----- drawing -----------------------------------------------------------------------
-    STARTED_DELAY_S = 0.25
+    SLOW_STEP_S = 0.25
     SVG_SPACING = 10
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TokenStreamed):
             return
         if isinstance(event, RunnerReset) or event.task_id == self._task_id:
-            if isinstance(event, StepStarted):
-                if not self._started.pending:
-                    self._started._last = time.monotonic()  # fire after the delay, not now
-                    self._started.request()
+            if isinstance(event, StepStarted) and not self._slow:
                 return
-            self._started.cancel()
+            if isinstance(event, StepCompleted):
+                self._slow = event.latency_s >= self.SLOW_STEP_S
             if isinstance(event, (TaskDeleted, RunnerReset)) and self.state is None:
                 self._task_id = None
-            self._throttle.request()
-
-    def _draw_if_running(self) -> None:
-        state = self.state
-        if state is not None and state.running:
             self._throttle.request()
 
     def request_redraw(self) -> None:
@@ -420,7 +413,6 @@ class LiveGraph:
             self._unsubscribe()
             self._unsubscribe = None
         self._throttle.cancel()
-        self._started.cancel()
         pending = getattr(self, "_svg_pending", None)
         if pending is not None:
             pending.cancel()
