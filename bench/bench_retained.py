@@ -29,6 +29,9 @@ class Plain(CustomSimpleAgentWorker):
         state["count"] += 1
         return AgentChatResponse(response="ok"), state["count"] >= 2
 
+    def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+        pass
+
 
 def retained(fn: Any) -> int:
     gc.collect()
