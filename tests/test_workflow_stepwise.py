@@ -354,12 +354,16 @@ def test_live_view_redraws_after_each_step() -> None:
         view = WorkflowLiveView(AgentWorkflow([agent]), throttle_s=60.0, renderer="html")
         handler = view.run(user_msg="1+1?", stepwise=True)
         sources = [view.source]
+        assert "run · paused" in view.source  # nothing has run yet
         while await handler.run_step() is not None:
             sources.append(view.source)  # drawn at once, whatever the throttle says
+            if not handler.done():
+                assert "run · paused" in view.source
         assert "calc" in sources[-1]
         changed = sum(1 for a, b in zip(sources, sources[1:]) if a != b)
         assert changed >= 4, changed
         assert view.trace.status == "done" and view.trace.answer == "2"
+        assert "run · done" in view.source and "paused" not in view.source
 
     run(go())
 

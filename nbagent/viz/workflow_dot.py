@@ -264,7 +264,8 @@ def run_to_dot(
             agents.append(t.agent)
     active = trace.active_agent
     status = trace.status
-    title_bits = [f"run · {status}", f"{len(turns)} agent step{'s' if len(turns) != 1 else ''}"]
+    shown_status = "paused" if getattr(trace, "paused", False) and status in ("idle", "running") else status
+    title_bits = [f"run · {shown_status}", f"{len(turns)} agent step{'s' if len(turns) != 1 else ''}"]
     if active:
         title_bits.append(f"active: {preview(active, 40)}")
     if trace.answered_by:

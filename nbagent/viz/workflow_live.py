@@ -92,13 +92,14 @@ class WorkflowLiveView:
         if self.workflow is None:
             self.workflow = handler.ctx.workflow
         self.trace = RunTrace.for_workflow(self.workflow)
+        self.trace.paused = handler.stepwise and handler.status == "paused"
         if handler.resumed:
             state = handler.ctx._state
             agent, text = state.get("current_agent_name"), state.get("user_msg_str")
             self.trace.resume(agent if isinstance(agent, str) else None, text if isinstance(text, str) else None)
         self.handler = handler
         self._unsubscribe = handler.subscribe(self._on_event)
-        self._unsubscribe_steps = handler.on_step(lambda _events: self.redraw())  # step-wise runs
+        self._unsubscribe_steps = handler.on_step(self._on_step)  # step-wise runs
         handler.add_done_callback(self._on_done)
         self.redraw()
 
@@ -109,6 +110,13 @@ class WorkflowLiveView:
         if self._unsubscribe_steps is not None:
             self._unsubscribe_steps()
             self._unsubscribe_steps = None
+
+    def _on_step(self, _events: list[Event]) -> None:
+        """After each ``run_step()``: mark a run that waits for the next step, draw at once."""
+        handler = self.handler
+        with self._lock:
+            self.trace.paused = handler is not None and handler.status == "paused"
+        self.redraw()
 
     def _on_event(self, event: Event) -> None:
         with self._lock:

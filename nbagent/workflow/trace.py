@@ -72,6 +72,7 @@ class RunTrace:
         self.answered_by: str | None = None
         self.error: str | None = None
         self.events = 0
+        self.paused = False  # a step-wise run between two steps (set by whoever drives it)
         self._question: tuple[str, str | None] | None = None  # asked before its tool call showed
 
     @classmethod
@@ -117,6 +118,7 @@ class RunTrace:
     def add(self, event: Event) -> None:
         """Take one streamed event into account (unknown event types are counted, not shown)."""
         self.events += 1
+        self.paused = False
         if self.status == "idle":
             self.status = "running"
         last = self.turns[-1] if self.turns else None
