@@ -121,8 +121,10 @@ class Context:
 
     @property
     def is_running(self) -> bool:
-        """Whether a run is using this context now."""
-        return self._runner is not None and not self._runner.finished
+        """Whether a run is using this context now (a run whose event loop was closed, say by
+        Ctrl-C in a script, is not: its context can be resumed)."""
+        runner = self._runner
+        return runner is not None and not runner.finished and not runner.loop.is_closed()
 
     @property
     def has_pending_work(self) -> bool:

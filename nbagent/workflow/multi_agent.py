@@ -326,13 +326,15 @@ class AgentWorkflow(Workflow, PromptMixin):
                 f"the max iterations with `.run(.., max_iterations=...)` (the agents took {done} steps "
                 f"without an answer, max_iterations={limit}; check the agents' prompts and tools)"
             )
-        await ctx.set("num_iterations", done + 1)
         memory: ChatMemoryBuffer = await ctx.get("memory")
         agent = self.agents[ev.current_agent_name]
         query = ev.input[-1].text if ev.input else ""
         await ctx.set("tool_query", query)
         tools = await self.get_tools(ev.current_agent_name, query)
         output = await agent.take_step(ctx, list(ev.input), tools, memory)
+        # counted once the model has answered: a call that failed (and is retried when the
+        # run resumes) does not spend an iteration
+        await ctx.set("num_iterations", done + 1)
         ctx.write_event_to_stream(output)
         return output
 

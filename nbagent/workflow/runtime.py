@@ -116,6 +116,29 @@ class Runner:
             self._announce_waiters()
             return
         self.main = self.loop.create_task(self._main(), name="nbagent-workflow-run")
+        self.main.add_done_callback(self._main_done)
+        self.future.add_done_callback(self._future_done)
+
+    def _main_done(self, task: asyncio.Task[None]) -> None:
+        """The run loop ended: if it was cancelled or interrupted (asyncio.run shutting down,
+        Ctrl-C) before the run ended, end the run as stopped, so its context is free to resume."""
+        if not self.finished:
+            why = "was interrupted" if task.cancelled() or task.exception() is None else (
+                f"was interrupted ({type(task.exception()).__name__})"
+            )
+            self.fail(WorkflowCancelledError(
+                f"the {type(self.workflow).__name__} run {why}; resume it with "
+                "workflow.run(ctx=handler.ctx)"
+            ))
+        if not task.cancelled():
+            task.exception()  # retrieved: reported through the run's result
+
+    def _future_done(self, future: asyncio.Future[Any]) -> None:
+        """Whoever awaited the run gave up on it (``asyncio.wait_for`` timed out, the awaiting
+        task was cancelled): stop the run, so it does not go on unseen and its context can be
+        resumed."""
+        if future.cancelled() and not self.finished:
+            self.request_cancel()
 
     def _announce_waiters(self) -> None:
         for waiter in list(self.ctx._waiters.values()):  # questions a resumed run still waits on
@@ -156,8 +179,17 @@ class Runner:
                 self._handle(note)
         except Exception as err:  # an event no step takes, a bad return value...
             self.fail(err)
-        finally:
-            await self._settle()
+        except BaseException:  # cancelled (asyncio.run ends, a timeout), interrupted, or the
+            # loop was closed under it (GeneratorExit: nothing may be awaited any more)
+            if self.loop.is_closed():
+                self.finished, self.outcome = True, "cancelled"  # nothing can run: just end
+            else:
+                self.fail(WorkflowCancelledError(
+                    f"the {type(self.workflow).__name__} run was interrupted; resume it with "
+                    "workflow.run(ctx=handler.ctx)"
+                ))
+            raise
+        await self._settle()
 
     def _start_ready(self) -> None:
         ctx = self.ctx
@@ -253,6 +285,11 @@ class Runner:
         self.running[item.step] -= 1
         if task.cancelled():
             self.fail(WorkflowCancelledError(f"step {item.step!r} was cancelled"))
+        elif task.exception() is not None:  # KeyboardInterrupt and such: steps catch the rest
+            self.fail(WorkflowCancelledError(
+                f"step {item.step!r} was interrupted ({type(task.exception()).__name__}); resume "
+                "the run with workflow.run(ctx=handler.ctx)"
+            ))
 
     def _as_events(self, step: str, result: Any) -> list[Event]:
         if result is None:
@@ -276,7 +313,8 @@ class Runner:
         self._cancel_tasks()
         self.ctx._clear_run()
         self._push(event)
-        self.future.set_result(event.result if type(event) is StopEvent else event)
+        if not self.future.done():
+            self.future.set_result(event.result if type(event) is StopEvent else event)
         self._close()
 
     def fail(self, err: BaseException) -> None:
@@ -288,7 +326,10 @@ class Runner:
         self._cancel_tasks()
         for waiter in self.ctx._waiters.values():
             waiter.future = None
-        self.future.set_exception(err)
+        if not self.future.done():
+            self.future.set_exception(err)
+        else:
+            err.__traceback__ = None  # nobody awaits it any more
         self._close()
 
     def _cancel_tasks(self) -> None:
@@ -552,9 +593,27 @@ class WorkflowHandler:
 
     # ----- stopping and saving ------------------------------------------------------------
     def stop(self) -> None:
-        """Ask the run to stop (thread-safe); awaiting it then raises WorkflowCancelledError."""
-        if not self._runner.finished:
-            self._runner.request_cancel()
+        """Ask the run to stop (thread-safe); awaiting it then raises WorkflowCancelledError.
+
+        Always stops: if the run loop is gone (its task cancelled or interrupted), the run
+        is ended here."""
+        runner = self._runner
+        if runner.finished:
+            return
+        main = runner.main
+        if main is not None and main.done():
+            def end() -> None:
+                runner.fail(WorkflowCancelledError(
+                    f"the {type(runner.workflow).__name__} run was stopped; resume it with "
+                    "workflow.run(ctx=handler.ctx)"
+                ))
+
+            if runner.on_loop_thread() or runner.loop.is_closed():
+                end()
+            else:
+                runner.loop.call_soon_threadsafe(end)
+            return
+        runner.request_cancel()
 
     async def cancel_run(self) -> None:
         """Stop the run and wait until it has stopped. Its context can be resumed later."""
