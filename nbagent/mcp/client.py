@@ -156,10 +156,10 @@ class BasicMCPClient:
     (``.../mcp``; a URL ending in ``/sse`` uses the older SSE transport).
 
     The session starts at the first request and is reused by every later one, from sync or
-    async code, on any event loop. ``timeout`` (seconds) bounds each request and the start;
-    a server that misses it fails the call with ``MCPServerError``. ``close()`` (or
-    ``with``/``async with``) ends the session and stops a stdio server; the next request
-    starts a new one.
+    async code, on any event loop. ``timeout`` (seconds) bounds each request; a server that
+    misses it fails the call with ``MCPServerError``. ``startup_timeout`` bounds the start
+    (default: ``timeout``, at least 30 s). ``close()`` (or ``with``/``async with``) ends the
+    session and stops a stdio server; the next request starts a new one.
     """
 
     def __init__(
