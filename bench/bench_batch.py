@@ -58,9 +58,9 @@ class WaitingLLM(FunctionLLM):
         return await super()._achat(messages, tools, tool_choice, **kw)
 
 
-def agent(delay: float = 0.0) -> FunctionCallingAgent:
+def agent(delay: float = 0.0, **kw: Any) -> FunctionCallingAgent:
     llm = WaitingLLM(delay) if delay else FunctionLLM(brain, model="m", keep_requests=False)
-    return FunctionCallingAgent.from_tools([FunctionTool.from_defaults(add)], llm=llm)
+    return FunctionCallingAgent.from_tools([FunctionTool.from_defaults(add)], llm=llm, **kw)
 
 
 def questions(n: int) -> list[str]:
@@ -75,20 +75,20 @@ def flat_cost() -> None:
     def on_change(batch: Any, item: Any) -> None:
         if item is not None and item.status in ("done", "failed"):
             stamps.append(time.perf_counter())
-            cpu.append(time.process_time())
+            cpu.append(time.thread_time())
 
     from nbagent.batch import BatchRun
 
     batch = BatchRun(runner, questions(N_FLAT), max_concurrency=16)
     batch.subscribe(on_change)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), time.thread_time()  # the loop runs in this thread
     asyncio.run(batch._arun())
     total = time.perf_counter() - t0
     assert batch.counts()["done"] == N_FLAT, batch
     assert batch[N_FLAT - 1].response.response == f"The answer is {N_FLAT - 1 + (N_FLAT - 1) % 97}"
     print(f"{N_FLAT} two-step tasks in {total:.2f} s ({total / N_FLAT * 1e6:.0f} us per task, "
           f"{N_FLAT * 2} model calls)")
-    # CPU time of this process per block: what the batch costs, whatever else the machine runs
+    # CPU time of this thread (the loop's) per block: what the batch costs, whatever else the machine runs
     for name, marks, start in (("wall", stamps, t0), ("cpu", cpu, c0)):
         blocks = []
         prev = start
@@ -121,19 +121,19 @@ def wall_time() -> None:
 
 
 def memory_per_task() -> None:
-    runner = agent()
-    runner.run_batch(questions(50), progress=False)  # warm up caches and imports
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    batch = runner.run_batch(questions(N_MEM), max_concurrency=16, progress=False)
-    gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    per = (after - before) / N_MEM
-    assert batch.counts()["done"] == N_MEM
-    print(f"memory per finished task (2 steps, kept in the runner with its transcript and undo "
-          f"snapshots): {per / 1024:.1f} KiB ({N_MEM} tasks)")
+    for label, kw in (("with undo history", {}), ("keep_history=False", {"keep_history": False})):
+        runner = agent(**kw)
+        runner.run_batch(questions(50), progress=False)  # warm up caches and imports
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        batch = runner.run_batch(questions(N_MEM), max_concurrency=16, progress=False)
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert batch.counts()["done"] == N_MEM
+        print(f"memory per finished task (2 steps, kept in the runner with its transcript; {label}): "
+              f"{(after - before) / N_MEM / 1024:.1f} KiB ({N_MEM} tasks)")
 
 
 if __name__ == "__main__":
