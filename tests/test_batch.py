@@ -409,3 +409,55 @@ def test_rerunning_in_the_same_kernel_writes_to_the_same_run_without_errors(
         assert sorted(t.key for t in done) == sorted(it.key for it in second)
         loaded = store.load()
         assert loaded.get_task(second[3].task_id).input == questions(6)[3]
+
+
+def test_a_batch_killed_mid_run_resumes_in_a_new_process(tmp_path: Path) -> None:
+    """kill -9 a process running a batch; a new process runs the same batch with the same
+    store and runs only what the dead one had not finished."""
+    import os
+    import subprocess
+    import sys
+
+    from nbagent.store.sqlite import RunStore
+
+    db = tmp_path / "crash.db"
+    repo = Path(__file__).resolve().parent.parent
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(repo)!r})\n"
+        "from tests.test_batch import SlowLLM, brain, make_agent, questions\n"
+        f"make_agent(SlowLLM(brain, delay=0.05, model='m1')).run_batch(questions(40), store={str(db)!r},"
+        " max_concurrency=2, progress=False)\n"
+    )
+    env = {**os.environ, "NBAGENT_BLOCK_NETWORK": "1", "PYTHONPATH": str(repo)}
+    child = subprocess.Popen([sys.executable, str(script)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        done = 0
+        while time.monotonic() < deadline and child.poll() is None:
+            if db.exists():
+                with RunStore(db) as store:
+                    done = len(store.tasks(tag="batch", status="finalized"))
+                if done >= 5:
+                    break
+            time.sleep(0.05)
+        assert child.poll() is None, "the batch finished before it could be killed"
+        child.kill()  # SIGKILL: no cleanup of any kind
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    with RunStore(db) as store:
+        saved = {t.key for t in store.tasks(tag="batch", status="finalized")}
+    assert 5 <= len(saved) < 40
+
+    llm = SlowLLM(brain, model="m1")
+    agent = make_agent(llm)
+    batch = agent.run_batch(questions(40), store=db, progress=False)
+    resumed = {it.key for it in batch if it.resumed}
+    assert resumed == saved  # every task the dead process finished, and only those
+    assert llm.calls == 2 * (40 - len(saved)) and batch.counts()["done"] == 40
+    assert [r.response for r in batch.results] == [f"The answer is {i * 11}" for i in range(40)]
+    some = next(it for it in batch if it.resumed)
+    assert agent.graph(some.task_id).source.count("add(") >= 1  # a resumed task opens here
