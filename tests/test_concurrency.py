@@ -250,3 +250,35 @@ def test_a_model_that_blocks_the_loop_never_commits_after_the_interrupt(monkeypa
     assert not state.running and not state.completed_steps  # ...and it did not commit
     assert len(state.step_queue) == 1 and state.failures[-1].error_type == "CancelledError"
     assert not task.scratch_memory.get_all()
+
+
+def test_panel_stop_while_a_synchronous_model_blocks() -> None:
+    """The panel's Stop (cancel) while a blocking model runs on the kernel's loop: the loop
+    stays free (the model runs off it), the step is rolled back at once, and the answer the
+    model returns afterwards is never committed."""
+    runner, task, gate = gated_runner()
+
+    async def main() -> None:
+        panel = runner.panel(task)
+        panel.step()
+        for _ in range(200):
+            if gate.entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert gate.entered.is_set()
+        started = time.monotonic()
+        panel.stop(cancel=True)  # the click is handled: the loop is not blocked
+        assert await panel.wait() is None
+        assert time.monotonic() - started < 1.0  # at once, not when the model returns
+        state = runner.state_of(task)
+        assert not state.running and not state.completed_steps and len(state.step_queue) == 1
+        gate.release.set()
+        await asyncio.sleep(0.3)
+        assert not state.completed_steps and not task.scratch_memory.get_all()
+        gate.release.clear()
+        runner.agent_worker.llm = ScriptedLLM(["Thought: ok.\nAnswer: fine"])
+        panel.step()  # usable at once
+        out = await panel.wait()
+        assert str(out.output) == "fine"
+
+    asyncio.run(main())
