@@ -67,7 +67,12 @@ def questions(n: int) -> list[str]:
     return [f"what is {i} + {i % 97}" for i in range(n)]
 
 
-def flat_cost() -> None:
+def flat_cost(gc_on: bool = True) -> None:
+    """``gc_on=False``: the same with Python's cyclic GC off, which separates nbagent's own
+    per-task cost from the collector's passes over the growing heap of kept tasks."""
+    if not gc_on:
+        gc.collect()
+        gc.disable()
     runner = agent()
     stamps: list[float] = []
     cpu: list[float] = []
@@ -86,8 +91,9 @@ def flat_cost() -> None:
     total = time.perf_counter() - t0
     assert batch.counts()["done"] == N_FLAT, batch
     assert batch[N_FLAT - 1].response.response == f"The answer is {N_FLAT - 1 + (N_FLAT - 1) % 97}"
+    gc.enable()
     print(f"{N_FLAT} two-step tasks in {total:.2f} s ({total / N_FLAT * 1e6:.0f} us per task, "
-          f"{N_FLAT * 2} model calls)")
+          f"{N_FLAT * 2} model calls){'' if gc_on else ', cyclic GC off'}")
     # CPU time of this thread (the loop's) per block: what the batch costs, whatever else the machine runs
     for name, marks, start in (("wall", stamps, t0), ("cpu", cpu, c0)):
         blocks = []
@@ -139,4 +145,5 @@ def memory_per_task() -> None:
 if __name__ == "__main__":
     wall_time()
     flat_cost()
+    flat_cost(gc_on=False)
     memory_per_task()
