@@ -25,6 +25,7 @@ __all__ = [
     "OpenAILLM",
     "ReplayLLM",
     "ReplayMissError",
+    "LocalLLM",
 ]
 
 
@@ -33,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from nbagent.llms.openai import OpenAILLM
 
         return OpenAILLM
+    if name == "LocalLLM":  # llama.cpp's server in a child process: only when asked for
+        from nbagent.llms.local import LocalLLM
+
+        return LocalLLM
     if name in ("ReplayLLM", "ReplayMissError"):  # record/replay cassettes: json, hashlib
         from nbagent.llms import replay
 
