@@ -185,11 +185,11 @@ def test_malformed_reply_is_a_parse_error_observation_then_recovery() -> None:
     task = runner.create_task("1+2?")
     out = runner.run_step(task)
     assert not out.is_last and not out.tool_outputs and len(out.next_steps) == 1
-    assert "Could not parse your output" in out.output.response
+    assert out.output.response.startswith("Observation: Error while parsing the output: ")
     runner.run_step(task)
     last = llm.requests[1].messages[-1]
     assert last.role == MessageRole.USER
-    assert last.text.startswith("Observation: Could not parse your output: the Action Input of 'add'")
+    assert last.text.startswith("Observation: Error while parsing the output: the Action Input of 'add'")
     assert "Reply in the format" in last.text
     assert runner.run_step(task).is_last
     assert str(runner.finalize_response(task)) == "3"
@@ -299,7 +299,7 @@ def test_stream_of_malformed_reply_is_a_parse_error_step() -> None:
     runner = AgentRunner(ReActAgentWorker([add], llm))
     task = runner.create_task("q")
     out = runner.stream_step(task)
-    assert not out.is_last and "Could not parse" in out.output.response
+    assert not out.is_last and "Error while parsing the output" in out.output.response
 
 
 # ----- steering, undo, memory ----------------------------------------------------------------

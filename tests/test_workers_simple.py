@@ -100,10 +100,16 @@ def test_fn_worker_limits_and_validation() -> None:
     runner = FnAgentWorker(lambda s: ("x", False), max_steps=2).as_agent()
     with pytest.raises(RuntimeError, match="max_steps=2"):
         runner.chat("go")
-    with pytest.raises(ValueError, match="reserved"):
-        FnAgentWorker(lambda s: ("x", True), initial_state={"input": 1})
-    with pytest.raises(TypeError, match=r"\(output, is_done\)"):
+    # the convenience keys give way to the user's own state
+    seen: list[Any] = []
+    FnAgentWorker(lambda s: (seen.append(s["input"]) or "x", True), initial_state={"input": 1}).as_agent().chat("go")
+    assert seen == [1]
+    with pytest.raises(TypeError, match=r"\(state, is_done\)"):
         FnAgentWorker(lambda s: "x").as_agent().chat("go")
+    with pytest.raises(TypeError, match="needs a function"):
+        FnAgentWorker()
+    with pytest.raises(ValueError, match="max_steps"):
+        FnAgentWorker(lambda s: (s, True), max_steps=0)
 
 
 def test_base_worker_derives_sync_from_async_and_back() -> None:

@@ -18,7 +18,11 @@ from nbagent.schema import Task, TaskStep, TaskStepOutput
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
 
-__all__ = ["BaseAgentWorker"]
+__all__ = ["BaseAgentWorker", "EmptyResponseError"]
+
+
+class EmptyResponseError(ValueError):
+    """The model's reply had no text and no tool call: the step fails and stays queued."""
 
 
 class BaseAgentWorker(PromptMixin, ABC):

@@ -45,7 +45,7 @@ from nbagent.prompts import PromptDictType, PromptTemplate, template_text
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
-from nbagent.workers.base import BaseAgentWorker
+from nbagent.workers.base import BaseAgentWorker, EmptyResponseError
 
 __all__ = [
     "FunctionCallingAgentWorker",
@@ -367,6 +367,12 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 response=text, sources=list(sources), metadata={UNEXECUTED_KEY: _dump(calls)}
             )
             return TaskStepOutput(output=answer, task_step=step, is_last=True)
+        if not calls and not (text or "").strip():
+            raise EmptyResponseError(
+                f"the model returned an empty message (no text, no tool call) in step "
+                f"{step.step_id!r} of task {task.task_id!r}; the step stays queued: run it "
+                "again, steer it with run_step(task, input=...), or check the model"
+            )
         if not calls:
             task.scratch_memory.put(_as_assistant(reply))
             if self.verbose:

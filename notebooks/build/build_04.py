@@ -114,24 +114,28 @@ agent.graph(task)
     md("""
 ## A function: `FnAgentWorker`
 
-For a loop that needs no class, one function is enough: `fn(state) -> (output, is_done)`.
-`state` holds your own keys, plus `input` (this step's input), `step` (the step number) and
-`memory`. Whatever you put in `state` is kept for the next step.
+For a loop that needs no class, one function is enough: `fn(state) -> (state, is_done)`, the
+reference's contract. The answer goes in `state["__output__"]`; `state["__task__"]` is the
+Task. nbagent also lends `input` (this step's input), `step` (the step number) and `memory`
+while `fn` runs. Whatever you put in `state` is kept for the next step (and copied into
+`task.extra_state`). The short form `fn(state) -> (output, is_done)` works too.
 
 This one plays "guess my number" by halving the range. You are the other player: you answer
 each guess by injecting `"higher"`, `"lower"` or `"yes"` as the next step's input.
 """),
     code('''
-def guesser(state: dict[str, Any]) -> tuple[str, bool]:
+def guesser(state: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     answer = state["input"]
     if answer == "yes":
-        return f"Got it: {state['guess']}, in {state['step']} guesses.", True
+        state["__output__"] = f"Got it: {state['guess']}, in {state['step']} guesses."
+        return state, True
     if answer == "higher":
         state["low"] = state["guess"] + 1
     elif answer == "lower":
         state["high"] = state["guess"] - 1
     state["guess"] = (state["low"] + state["high"]) // 2
-    return f"Is it {state['guess']}?", False
+    state["__output__"] = f"Is it {state['guess']}?"
+    return state, False
 
 
 game = FnAgentWorker(guesser, initial_state={"low": 1, "high": 100}).as_agent()

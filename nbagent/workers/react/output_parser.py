@@ -130,9 +130,12 @@ ACTION_RE = _label("Action")
 ACTION_INPUT_RE = _label(r"Action[ \t]+Input")
 ANSWER_RE = _label(r"(?:Final[ \t]+)?Answer")
 OBSERVATION_RE = _label("Observation")
+_INLINE_ANSWER_RE = re.compile(r"(?<![\w-])(?:Final[ \t]+)?Answer[*_]*[ \t]*:[*_]*[ \t]*", re.IGNORECASE)
 _NO_ACTION_RE = re.compile(r"[`*_\"' ]*(?:none|n/a|no action|no tool)[`*_\"'. ]*$", re.MULTILINE | re.IGNORECASE)
 # A quoted string (kept as is) or the thing to change, for edits that must skip strings.
 _STRING = r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'"
+_TOOL_NAME_RE = re.compile(r"[^\s`*\"'(),;:\[\]{}]+")
+_COMMENT_RE = re.compile(rf"({_STRING})|(?://|#)[^\n]*", re.DOTALL)
 _TRAILING_COMMA_RE = re.compile(rf"({_STRING})|,(\s*[}}\]])", re.DOTALL)
 _JSON_WORD_RE = re.compile(rf"({_STRING})|\b(true|false|null)\b", re.DOTALL)
 _PY_WORDS = {"true": "True", "false": "False", "null": "None"}
@@ -170,9 +173,16 @@ def _short(text: str, n: int = 120) -> str:
 
 
 def _clean_tool_name(line: str) -> str:
-    name = _unemphasize(line.strip().strip("`*\"' ").rstrip(".:"))
-    name = name.removesuffix("()")
-    return _unemphasize(name.strip("`*\"' "))
+    """The tool's name: the first word of the line, less markdown and quotes around it.
+
+    ``add (add two numbers)`` and ``add: adds`` name ``add``. A leading or trailing
+    underscore of the name itself stays (``_private``); underscores wrapping the whole name
+    are emphasis (``__search__``): the worker matches such a name against its tools.
+    """
+    text = line.strip().strip("`*\"' ")
+    m = _TOOL_NAME_RE.match(text)
+    name = m.group(0) if m else ""
+    return _unemphasize(name.rstrip(".:").strip("`*\"'"))
 
 
 def _unemphasize(name: str) -> str:
@@ -216,6 +226,10 @@ def _without_trailing_commas(src: str) -> str:
     return _TRAILING_COMMA_RE.sub(lambda m: m.group(1) or m.group(2), src)
 
 
+def _without_comments(src: str) -> str:
+    return _COMMENT_RE.sub(lambda m: m.group(1) or "", src)
+
+
 def _json_words_to_python(src: str) -> str:
     return _JSON_WORD_RE.sub(lambda m: m.group(1) or _PY_WORDS[m.group(2)], src)
 
@@ -233,6 +247,8 @@ def parse_action_input(src: str) -> dict[str, Any]:
         (fixed, json.loads),
         (fixed, ast.literal_eval),
         (_json_words_to_python(fixed), ast.literal_eval),
+        (_without_comments(fixed), json.loads),  # // or # comments inside the object
+        (_json_words_to_python(_without_trailing_commas(_without_comments(src))), ast.literal_eval),
     ):
         try:
             value = reader(candidate)
@@ -272,7 +288,15 @@ class ReActOutputParser:
             raise ReActParseError("there is an 'Action Input:' line but no 'Action:' line naming the tool")
         if not text:
             raise ReActParseError("the reply is empty")
-        if THOUGHT_RE.match(text):
+        thought = THOUGHT_RE.match(text)
+        if thought is not None:
+            # "Thought: I know it. Answer: 42": the answer label after the thought, mid-line
+            inline = _INLINE_ANSWER_RE.search(text, thought.end())
+            if inline is not None and text[inline.end() :].strip():
+                return ResponseReasoningStep(
+                    thought=text[thought.end() : inline.start()].strip().rstrip("*_").strip(),
+                    response=text[inline.end() :].strip(),
+                )
             raise ReActParseError(
                 "the reply has a Thought but neither an 'Action:' nor an 'Answer:' line"
             )

@@ -33,7 +33,7 @@ from nbagent.schema import (
     TaskStepOutput,
 )
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
-from nbagent.workers.base import BaseAgentWorker
+from nbagent.workers.base import BaseAgentWorker, EmptyResponseError
 from nbagent.workers.react.formatter import ReActChatFormatter
 from nbagent.workers.react.output_parser import (
     ActionReasoningStep,
@@ -47,9 +47,15 @@ from nbagent.workers.react.output_parser import (
 )
 from nbagent.workers.react.prompt import FORMAT_REMINDER
 
-__all__ = ["ReActAgentWorker", "MaxIterationsError"]
+__all__ = ["ReActAgentWorker", "MaxIterationsError", "EmptyResponseError", "parse_error_text"]
 
 _STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
+
+
+def parse_error_text(error: Exception) -> str:
+    """What the model is told when its reply does not parse: the reference's words, then a
+    reminder of the format."""
+    return f"Error while parsing the output: {error}\n\n{FORMAT_REMINDER}."
 
 
 class MaxIterationsError(ValueError):
@@ -161,6 +167,7 @@ class ReActAgentWorker(BaseAgentWorker):
         state["reasoning_tokens"] = AppendLog()
         state["sources"] = AppendLog()
         state["iterations"] = 0
+        state["current_reasoning"] = state["reasoning"]  # the reference's name, same list
         return TaskStep(task_id=task.task_id, input=task.input)
 
     async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
@@ -210,6 +217,7 @@ class ReActAgentWorker(BaseAgentWorker):
         n = int(state["iterations"])
         if n >= self.max_iterations:
             raise MaxIterationsError(
+                "Reached max iterations. "
                 f"ReActAgentWorker reached max_iterations={self.max_iterations} (model calls) "
                 f"in task {task.task_id!r} without an answer. The step stays queued: raise the "
                 f"limit (worker.max_iterations = {2 * self.max_iterations}, or "
@@ -225,6 +233,8 @@ class ReActAgentWorker(BaseAgentWorker):
             if self.verbose:
                 print(f"> User input: {step.input}")
         state["iterations"] = n + 1
+        if state.get("current_reasoning") is not state["reasoning"]:  # e.g. after a load
+            state["current_reasoning"] = state["reasoning"]
         tools = self.get_tools(task.input)
         messages = self.formatter.format_window(
             tools,
@@ -260,16 +270,19 @@ class ReActAgentWorker(BaseAgentWorker):
         self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool]
     ) -> TaskStepOutput:
         """Act on a complete reply: answer, call the tool, or report the parse error."""
+        if not text.strip():
+            raise EmptyResponseError(
+                f"the model returned an empty message (step {step.step_id!r} of task "
+                f"{task.task_id!r}); the step stays queued: run it again, steer it with "
+                "run_step(task, input=...), or check the model"
+            )
         try:
             parsed = self.output_parser.parse(text)
         except ReActParseError as error:
-            obs = ObservationReasoningStep(
-                observation=f"Could not parse your output: {error}. {FORMAT_REMINDER}.",
-                is_error=True,
-            )
+            obs = ObservationReasoningStep(observation=parse_error_text(error), is_error=True)
             self._record(task, obs)
             return TaskStepOutput(
-                output=AgentChatResponse(response=obs.observation),
+                output=AgentChatResponse(response=obs.content, sources=list(task.extra_state["sources"])),
                 task_step=step,
                 next_steps=self._next(step),
                 is_last=False,
@@ -281,6 +294,10 @@ class ReActAgentWorker(BaseAgentWorker):
         assert isinstance(parsed, ActionReasoningStep)
         self._record(task, parsed)
         by_name = self._tools_by_name if tools is self.tools else tools_by_name(tools)
+        if parsed.action not in by_name:  # "_add_" may be emphasis, or the tool's own name
+            same = [n for n in by_name if n.strip("_") == parsed.action.strip("_")]
+            if len(same) == 1:
+                parsed = parsed.model_copy(update={"action": same[0]})
         call_id = f"react_{task.extra_state['iterations']}"
         call = ToolSelection(tool_id=call_id, tool_name=parsed.action, tool_kwargs=parsed.action_input)
         if approval.needs_approval(by_name.get(parsed.action), call, approval.policy_of(task)):
@@ -324,7 +341,10 @@ class ReActAgentWorker(BaseAgentWorker):
             answer = ResponseReasoningStep(thought=thought, response=out.content)
             return self._answer(answer, step, task, tool_outputs=[out])
         return TaskStepOutput(
-            output=AgentChatResponse(response=out.content, sources=[out]),
+            # as the reference: the last reasoning step's text, and every source so far
+            output=AgentChatResponse(
+                response=f"Observation: {out.content}", sources=list(task.extra_state["sources"])
+            ),
             task_step=step,
             next_steps=self._next(step),
             is_last=False,
@@ -388,9 +408,11 @@ class ReActAgentWorker(BaseAgentWorker):
         label_start, answer_start = found
         thought = extract_thought(text[:label_start])
         prefix = text[answer_start:].lstrip()
+        pending = prefix[len(prefix.rstrip()) :]  # sent only if more text follows
+        prefix = prefix.rstrip()
         fenced = text.lstrip().startswith("```")
         response = StreamingAgentChatResponse(
-            _rest_of_answer(stream, strip_leading=not prefix),
+            _rest_of_answer(stream, strip_leading=not prefix, pending=pending if prefix else ""),
             sources=list(task.extra_state["sources"]),
             prefix=prefix,
         )
@@ -419,8 +441,11 @@ class ReActAgentWorker(BaseAgentWorker):
         )
 
 
-async def _rest_of_answer(stream: AsyncIterator[ChatResponse], strip_leading: bool) -> AsyncIterator[str]:
-    """The remaining text deltas of a model stream (leading whitespace dropped if asked)."""
+async def _rest_of_answer(
+    stream: AsyncIterator[ChatResponse], strip_leading: bool, pending: str = ""
+) -> AsyncIterator[str]:
+    """The remaining text deltas of a model stream: leading whitespace dropped if asked, and
+    whitespace held back until more text follows, so the answer never ends in a newline."""
     while True:
         try:
             chunk = await stream.__anext__()
@@ -432,7 +457,12 @@ async def _rest_of_answer(stream: AsyncIterator[ChatResponse], strip_leading: bo
             if not delta:
                 continue
             strip_leading = False
-        yield delta
+        core = delta.rstrip()
+        if not core:
+            pending += delta
+            continue
+        yield pending + core
+        pending = delta[len(core) :]
 
 
 
