@@ -197,6 +197,52 @@ def test_react_task_ends_at_an_answer_or_cleanly_at_its_limit(llm: LocalLLM) -> 
     assert len(errors) >= len(parse_outputs)
 
 
+# llama.cpp grammars make the real model write what small models write: malformed ReAct, or
+# the same tool call again and again, every time (the model still picks the words)
+MALFORMED = 'root ::= "Thought: " [a-z ]{1,24} "\\nAction: add\\nAction Input: " [a-z]{1,12}'
+REPEATS = (
+    'root ::= "Thought: " [a-z ]{1,24} "\\nAction: add\\nAction Input: {\\"a\\": " [0-9]{1,2} '
+    '", \\"b\\": " [0-9]{1,2} "}"'
+)
+
+
+@pytest.mark.parametrize("grammar", [MALFORMED, REPEATS], ids=["malformed", "repeats-tools"])
+def test_small_model_loops_end_cleanly_at_max_iterations(llm: LocalLLM, grammar: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[dict[str, Any]] = []
+    params = llm._params
+
+    def record(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        p = params(*args, **kwargs)
+        sent.append(p)
+        return p
+
+    monkeypatch.setattr(llm, "_params", record)
+    monkeypatch.setitem(llm.additional_kwargs, "extra_body", {"grammar": grammar})
+    agent = ReActAgent.from_tools([add], llm=llm, max_iterations=3)
+    task = agent.create_task("What is 17 + 25?")
+    state = agent.state_of(task)
+    for _ in range(3):
+        out = agent.run_step(task)
+        assert not out.is_last
+    with pytest.raises(MaxIterationsError, match="max_iterations=3"):
+        agent.run_step(task)
+    assert len(sent) == 3  # the limit is checked before a fourth request
+    assert len(state.completed_steps) == 3 and state.status == TaskStatus.FAILED
+    assert len(agent.get_upcoming_steps(task)) == 1  # kept to steer (inject, undo, retry)
+    reasoning = task.extra_state["reasoning"]
+    if grammar == MALFORMED:
+        errors = [s.observation for s in reasoning if getattr(s, "is_error", False)]
+        assert len(errors) == 3 and all("Could not parse your output" in e for e in errors)
+        # each parse error went back to the model in the next request
+        for request, error in zip(sent[1:], errors):
+            assert any(error in str(m.get("content")) for m in request["messages"])
+    else:
+        actions = [s for s in reasoning if type(s).__name__ == "ActionReasoningStep"]
+        assert len(actions) == 3 and all(a.action == "add" for a in actions)
+        observations = [str(s.observation) for s in reasoning if type(s).__name__ == "ObservationReasoningStep"]
+        assert [int(o) for o in observations] == [a.action_input["a"] + a.action_input["b"] for a in actions]
+
+
 class FanOut(BaseAgentWorker):
     """root -> two branches that each ask the model -> a join that answers."""
 
