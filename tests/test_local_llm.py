@@ -232,7 +232,7 @@ def test_small_model_loops_end_cleanly_at_max_iterations(llm: LocalLLM, grammar:
     reasoning = task.extra_state["reasoning"]
     if grammar == MALFORMED:
         errors = [s.observation for s in reasoning if getattr(s, "is_error", False)]
-        assert len(errors) == 3 and all("Could not parse your output" in e for e in errors)
+        assert len(errors) == 3 and all("Action Input" in e and "JSON object" in e for e in errors)
         # each parse error went back to the model in the next request
         for request, error in zip(sent[1:], errors):
             assert any(error in str(m.get("content")) for m in request["messages"])
