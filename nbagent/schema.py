@@ -112,6 +112,18 @@ class Task(BaseModel):
     )
     _runner: Any = PrivateAttr(default=None)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_callback_manager(cls, data: Any) -> Any:
+        """The reference's ``callback_manager`` field: accepted, said to have no effect."""
+        if isinstance(data, dict) and "callback_manager" in data:
+            data = dict(data)
+            if data.pop("callback_manager") is not None:
+                from nbagent._compat import warn_callback_manager
+
+                warn_callback_manager("Task", stacklevel=5)
+        return data
+
     def __repr__(self) -> str:
         return f"Task(task_id={self.task_id!r}, input={_short(self.input)!r})"
 

@@ -276,3 +276,10 @@ def test_agent_from_llm() -> None:
     llm = ScriptedLLM(["Thought: done.\nAnswer: ok"], function_calling=False)  # MockLLM takes no tools
     agent_runner = AgentRunner.from_llm(llm=llm)
     assert isinstance(agent_runner, ReActAgent)
+
+
+def test_callback_manager_on_task_and_custom_worker_warns() -> None:
+    with pytest.warns(UserWarning, match="Task: callback_manager .* no effect"):
+        Task(input="x", callback_manager=object())
+    with pytest.warns(UserWarning, match="CountingWorker: callback_manager"):
+        CountingWorker(tools=[], llm=None, callback_manager=object())

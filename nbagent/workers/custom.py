@@ -13,9 +13,9 @@ from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from nbagent._compat import pop_callback_manager
+from nbagent._compat import pop_callback_manager, warn_callback_manager
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, as_tools
@@ -36,6 +36,16 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
     tool_retriever: Any = Field(default=None, description="Object with retrieve(text) -> tools")
     verbose: bool = Field(default=False, description="Print each step")
     _get_tools: Callable[[str], Sequence[FunctionTool]] = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_callback_manager(cls, data: Any) -> Any:
+        """The reference's ``callback_manager``: accepted, said to have no effect."""
+        if isinstance(data, dict) and "callback_manager" in data:
+            data = dict(data)
+            if data.pop("callback_manager") is not None:
+                warn_callback_manager(cls.__name__, stacklevel=5)
+        return data
 
     def model_post_init(self, __context: Any) -> None:
         if self.tools and self.tool_retriever is not None:
