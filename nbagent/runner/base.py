@@ -508,6 +508,46 @@ class AgentRunner(PromptMixin):
             undo,
         )
 
+    def skip_step(self, task_id: TaskRef, step_id: str | None = None, *, reason: str = "skipped") -> TaskStepOutput:
+        """Mark a queued step done without running it: by default the step that failed.
+
+        The worker is not called. The step's output says it was skipped (``reason``), and the
+        task moves on: steps linked after it (a plan's DAG) become ready, or, when nothing is
+        linked after it, a fresh step with the same state is queued (what the next Run step
+        runs; inject input to steer it). Undo takes a skip back like any step.
+        """
+        state = self.state_of(task_id)
+        chosen: list[TaskStep] = []
+
+        def check() -> None:
+            self._check_runnable(state)
+            sid = step_id if step_id is not None else state.failed_step_id()
+            queued = [s.step_id for s in state.step_queue]
+            if sid is None:
+                raise TaskStateError(
+                    f"nothing to skip in task {state.task_id!r}: no step has failed; "
+                    f"pass step_id= one of the queued steps {queued}"
+                )
+            found = next((s for s in state.step_queue if s.step_id == sid), None)
+            if found is None:
+                raise ValueError(f"step {sid!r} is not queued in task {state.task_id!r}; queued: {queued}")
+            chosen[:] = [found]
+
+        def skip() -> TaskStepOutput:
+            step = chosen[0]
+            snap = self._snapshot_step(state, step)
+            state.step_queue.remove(step)
+            follow = [] if step.next_steps else [step.get_next_step()]
+            output = TaskStepOutput(output=f"({reason})", task_step=step, next_steps=follow, is_last=False)
+            output.__dict__["latency_s"] = 0.0
+            self._commit(state, step, output, snap)
+            self._after_step(state, output)
+            self._emit(StepCompleted(state.task_id, step_id=step.step_id, is_last=False,
+                                     next_step_ids=tuple(s.step_id for s in follow), latency_s=0.0))
+            return output
+
+        return self._transact(state, check, lambda: list(chosen), skip)
+
     def _transact(
         self,
         state: TaskState,
