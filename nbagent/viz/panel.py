@@ -149,6 +149,8 @@ class AgentPanel:
         self.stop_button = button("Stop", "stop", "warning", "nbagent-btn-stop", "Stop after the running step")
         self.undo_button = button("Undo", "undo", "", "nbagent-btn-undo", "Take back the last step")
         self.retry_button = button("Retry", "repeat", "danger", "nbagent-btn-retry", "Run the failed step again")
+        self.skip_button = button("Skip", "forward", "", "nbagent-btn-skip",
+                                  "Mark the failed step done without running it, and go on")
         self.abandon_button = button("Abandon", "times", "", "nbagent-btn-abandon",
                                      "End the task without keeping what it did")
         self.release_button = button("Release", "unlock", "", "nbagent-btn-release",
@@ -176,6 +178,7 @@ class AgentPanel:
         self.stop_button.on_click(lambda _: self._click(self.stop))
         self.undo_button.on_click(lambda _: self._click(self.undo))
         self.retry_button.on_click(lambda _: self._click(self.retry))
+        self.skip_button.on_click(lambda _: self._click(self.skip))
         self.abandon_button.on_click(lambda _: self._click(self.abandon))
         self.release_button.on_click(lambda _: self._click(self.release))
         self.new_task_button.on_click(lambda _: self._click(self._new_task_from_box))
@@ -185,9 +188,11 @@ class AgentPanel:
         def heading(text: str) -> Any:
             return W.HTML(f'<div class="nbagent-h">{html_text(text)}</div>')
 
+        # column-reverse pins a scrolled box to its end: the newest steps (and the answer) show
         graph_box = W.Box([self.graph.widget],
                           layout=W.Layout(flex="3 1 0%", min_width="320px", overflow="auto",
-                                          max_height="640px", padding="4px"))
+                                          max_height="640px", padding="4px",
+                                          flex_flow="column-reverse"))
         graph_box.add_class("nbagent-graphbox")
         scroll_inspector = W.Box([self.inspector], layout=W.Layout(max_height="22em", overflow="auto"))
         # column-reverse keeps a scrolled box pinned to its end: the newest messages show first
@@ -205,7 +210,7 @@ class AgentPanel:
                 W.HBox([self.task_picker, self.new_task_box, self.new_task_button],
                        layout=W.Layout(flex_flow="row wrap", align_items="center")),
                 W.HBox([self.step_button, self.run_button, self.stop_button, self.undo_button,
-                        self.retry_button, self.abandon_button, self.release_button,
+                        self.retry_button, self.skip_button, self.abandon_button, self.release_button,
                         self.inject_box],
                        layout=W.Layout(flex_flow="row wrap", align_items="center")),
                 self.status_line,
@@ -316,8 +321,23 @@ class AgentPanel:
         step = self.runner.undo_step(state.task_id)
         self.error = None
         self._set_notice("")
+        self._reset_tokens(step.step_id)  # what it streamed was taken back with it
         self._after_action()
+        self._draw_tokens()
         return step
+
+    def skip(self) -> TaskStepOutput:
+        """Mark the failed step done without running it, and go on (``runner.skip_step``)."""
+        state = self._require_state()
+        if self.busy:
+            raise TaskStateError("a run is going on in this panel; press Stop before Skip")
+        out = self.runner.skip_step(state.task_id)
+        self.error = None
+        self._set_notice("")
+        self._reset_tokens(out.task_step.step_id)
+        self._after_action()
+        self._draw_tokens()
+        return out
 
     def approve(self, call_id: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """What the Approve button does: approve a waiting tool call (edited ``arguments``
@@ -482,6 +502,7 @@ class AgentPanel:
             self._cancel_requested = False
             self.graph.flush()
             self._token_throttle.flush()
+            self._draw_tokens()  # the note says how the step ended, not "streaming…"
             self._refresh_now()
         return result
 
@@ -544,6 +565,7 @@ class AgentPanel:
             self._draw_tokens()
         elif isinstance(event, (StepCompleted, StepFailed)):
             self._token_throttle.flush()
+            self._draw_tokens()  # "streaming…" becomes how the step ended
         self._refresh_throttle.request()
 
     def _reset_tokens(self, step_id: str | None = None) -> None:
@@ -574,7 +596,9 @@ class AgentPanel:
             step = self._token_step
         state = self.state
         if step is not None and state is not None and step in state.steps:
-            index = list(state.steps).index(step) + 1
+            from nbagent.viz.dot import step_numbers
+
+            index = step_numbers(state).get(step, 0)
             if step in state.running:
                 note = f"step #{index} · streaming…"
             else:
@@ -615,7 +639,8 @@ class AgentPanel:
             widgets = [
                 self.task_picker, self.step_picker, self.status_line, self.inspector,
                 self.transcript, self.step_button, self.run_button, self.stop_button,
-                self.undo_button, self.retry_button, self.abandon_button, self.new_task_button,
+                self.undo_button, self.retry_button, self.skip_button, self.abandon_button,
+                self.new_task_button,
                 self.new_task_box, self.release_button,
             ]
             with ExitStack() as stack:
@@ -653,6 +678,7 @@ class AgentPanel:
         self.run_button.disabled = not can_step
         self.stop_button.disabled = not busy
         self.retry_button.disabled = not (can_step and status == TaskStatus.FAILED)
+        self.skip_button.disabled = not (not busy and state is not None and status == TaskStatus.FAILED)
         self.undo_button.disabled = not (
             state is not None and not busy and status not in (*_ENDED, TaskStatus.RUNNING)
             and bool(state.history)
@@ -687,7 +713,8 @@ class AgentPanel:
                 f"{html_text(label)}</span>"
             )
             counts = status_summary(state)
-            queued = counts.get("queued", 0) + counts.get("blocked", 0)
+            # every step waiting in the queue, the failed one included (as get_upcoming_steps)
+            queued = len(state.step_queue) - counts.get("held", 0)
             tokens = 0
             latency = 0.0
             for out in list(state.completed_steps):
@@ -711,11 +738,18 @@ class AgentPanel:
             parts.append(_seconds(latency))
             failed = state.failed_step_id()
             if failed is not None and state.failures:
+                from nbagent.viz.dot import step_numbers
+
                 f = state.failures[-1]
-                index = list(state.steps).index(failed) + 1 if failed in state.steps else "?"
+                index = step_numbers(state).get(failed, "?")
+                if f.error_type == "ScriptExhaustedError":
+                    hint = ("the scripted model has no replies left, so Retry would fail the same "
+                            "way: Undo, Skip, or give the model more replies")
+                else:
+                    hint = "Retry runs it again; Skip goes on without it"
                 parts.append(
                     f'<span class="nbagent-err">step #{index} failed: '
-                    f"{html_text(f'{f.error_type}: {f.message}', 300)} (press Retry)</span>"
+                    f"{html_text(f'{f.error_type}: {f.message}', 300)} ({hint})</span>"
                 )
             if status == TaskStatus.FINALIZED and state.final_response is not None:
                 from nbagent.viz.dot import output_text
