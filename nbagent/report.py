@@ -135,12 +135,19 @@ def _worker_line(runner: AgentRunner) -> str:
 def _runner_cost_text(runner: AgentRunner, states: list[TaskState]) -> str:
     from nbagent.costs import Cost, task_cost
 
+    # the same two words as the API (TaskCost.total / .spent): "total" counts the steps that
+    # stand, "spent" also the undone runs (they were paid for)
     total = Cost()
+    spent = Cost()
     for s in states:
-        total = total + task_cost(runner, s).spent
-    if not total.total_tokens:
+        cost = task_cost(runner, s)
+        total = total + cost.total
+        spent = spent + cost.spent
+    if not spent.total_tokens:
         return ""
-    return f"total: {total}"
+    if spent.total_tokens == total.total_tokens and spent.amount == total.amount:
+        return f"total: {total}"
+    return f"total: {total} · spent, undone runs included: {spent}"
 
 
 def _badge(text: str, cls: str) -> str:

@@ -154,3 +154,18 @@ def test_python_dash_m_nbagent_report(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stdout and (tmp_path / "r.html").stat().st_size > 1000
+
+
+def test_report_header_uses_the_apis_words_total_and_spent() -> None:
+    from nbagent.demo import run_quickstart
+
+    agent, task = run_quickstart()  # one run was undone: it was paid for, but does not stand
+    cost = agent.cost(task)
+    assert cost.spent.total_tokens > cost.total.total_tokens
+    page = report_html(agent, task.task_id)
+    assert f"total: {cost.total.total_tokens} tokens" in page
+    assert f"spent, undone runs included: {cost.spent.total_tokens} tokens" in page
+    # a task with nothing undone: one number, one word
+    runner, plain = sample_runner()
+    assert runner.cost(plain).spent.total_tokens == runner.cost(plain).total.total_tokens
+    assert "spent, undone" not in report_html(runner, plain.task_id)

@@ -198,6 +198,7 @@ class OpenAILLM(LLM):
         """Re-raise ``err`` (same type, so ``except openai.AuthenticationError`` still works)
         with the key and the URL's secrets masked wherever they appear: in it, in its body
         (a server may echo them back) and in the errors it was raised from."""
+        _explain_connection_error(self, err)
         seen: set[int] = set()
         e: BaseException | None = err
         while e is not None and id(e) not in seen:
@@ -459,6 +460,40 @@ def _protect_logs(llm: OpenAILLM) -> None:
         return
     _SCRUBBER.llms.add(llm)
     _SCRUBBER.install()
+
+
+def _explain_connection_error(llm: OpenAILLM, err: Exception) -> None:
+    """Give the openai client's bare "Connection error." / "Request timed out." the URL it
+    tried and the likely causes, as the missing-key message does (type kept: ``except
+    openai.APIConnectionError`` still works; secrets are masked by the caller afterwards)."""
+    import openai
+
+    if not isinstance(err, openai.APIConnectionError):
+        return
+    url = llm.public_base_url
+    cause = err.__cause__ or err.__context__
+    why = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else ""
+    if isinstance(err, openai.APITimeoutError):
+        text = (
+            f"Request timed out: the model server at {url} did not answer within {llm.timeout:g} s "
+            f"(after {llm.max_retries} retries){why}. A local model may still be loading or be too "
+            "slow for this prompt: pass a larger timeout=..., or check the server's log."
+        )
+    else:
+        local = is_loopback_url(llm.base_url)
+        hint = (
+            "Is the server running and listening on that port? (Ollama: `ollama serve`, "
+            "http://localhost:11434/v1; llama.cpp: `llama-server --port 8080`, "
+            "http://localhost:8080/v1)"
+            if local
+            else "Is the address right, and can this machine reach it (network, proxy, firewall)?"
+        )
+        text = (
+            f"Connection error: could not reach the model server at {url}{why}. {hint} Check "
+            "base_url / OPENAI_BASE_URL: an OpenAI-compatible server's address usually ends in /v1."
+        )
+    err.message = text
+    err.args = (text,)
 
 
 def _malformed(base_url: str, what: str, raw: Any) -> ValueError:
