@@ -75,6 +75,18 @@ print("queued steps:", len(agent.get_upcoming_steps(task)))
 task
 """),
     md("""
+## Watch it grow: the live graph
+
+`agent.live_graph(task)` is the task's step graph as a live view: display it once, and it
+redraws itself whenever a step runs, is undone or fails, from any cell. Keep it in sight while
+you run the next cells (in JupyterLab: right-click it, **Create New View for Output**, to pin it
+beside the notebook). Right now it holds one queued step.
+"""),
+    code("""
+live = agent.live_graph(task)
+live
+"""),
+    md("""
 ## Run one step
 
 `run_step` runs the next queued step and returns its output. Here the model asked for the
@@ -118,6 +130,13 @@ print(response)
     code("""
 for message in agent.chat_history:
     print(message)
+"""),
+    md("""
+The live graph above has followed along: it now shows both steps, the answer ringed. Its
+text form says the same:
+"""),
+    code("""
+print(live)
 """),
     code("""
 agent.graph(task)
