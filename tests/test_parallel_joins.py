@@ -283,3 +283,11 @@ def test_dag_agent() -> None:
     assert step_outputs[0].is_last is True
     assert step_outputs[1].is_last is True
     assert len(agent_runner.state.task_dict[task.task_id].completed_steps) == 3
+
+
+def test_root_step_as_dag_task_state_has_it() -> None:
+    runner = ParallelAgentRunner(ForkJoin())
+    task = runner.create_task("go")
+    root = runner.get_upcoming_steps(task.task_id)[0]
+    runner.run_until_done(task.task_id)
+    assert runner.state.task_dict[task.task_id].root_step is root

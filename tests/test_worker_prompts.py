@@ -159,3 +159,15 @@ def test_tool_call_model_still_works_with_tools() -> None:
     agent = FunctionCallingAgent.from_tools([add_tool], llm=llm, system_prompt=PromptTemplate("S"))
     assert str(agent.chat("1+2")) == "3"
     assert llm.requests[0].messages[0].text == "S"
+
+
+def test_planner_prompts_are_data_too() -> None:
+    from nbagent.workers.planner import PlannerAgentWorker
+
+    worker = PlannerAgentWorker([add_tool], ScriptedLLM([]))
+    assert set(worker.get_prompts()) == {"planner_prompt", "join_prompt"}
+    before = worker.prompt_preview()
+    worker.update_prompts({"planner_prompt": "Plan with {tool_names}."})
+    assert worker.prompt_preview() == "Plan with add." != before
+    worker.update_prompts({"join_prompt": "Join."})
+    assert worker.join_prompt == "Join."

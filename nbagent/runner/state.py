@@ -114,6 +114,11 @@ class TaskState:
     def task_id(self) -> str:
         return self.task.task_id
 
+    @property
+    def root_step(self) -> TaskStep | None:
+        """The task's first step (the reference's ``DAGTaskState.root_step``)."""
+        return next(iter(self.steps.values()), None)
+
     # ----- reading -----------------------------------------------------------------------
     @property
     def status(self) -> TaskStatus:

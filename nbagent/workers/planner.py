@@ -28,6 +28,7 @@ from nbagent import approval
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.prompts import PromptDictType, PromptTemplate
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
@@ -178,6 +179,19 @@ class PlannerAgentWorker(BaseAgentWorker):
         return cls(tools, llm, verbose=verbose, **kwargs)  # type: ignore[arg-type]
 
     # ----- prompts -----------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {"planner_prompt": PromptTemplate(self.planner_prompt), "join_prompt": PromptTemplate(self.join_prompt)}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if "planner_prompt" in prompts_dict:
+            self.planner_prompt = prompts_dict["planner_prompt"].template
+            self._system = None  # rendered again with the new template
+        if "join_prompt" in prompts_dict:
+            self.join_prompt = prompts_dict["join_prompt"].template
+
+    def prompt_preview(self) -> str | None:
+        return self.system_message().text
+
     def system_message(self) -> ChatMessage:
         """The planner's system prompt: the tools and the plan format (rendered once)."""
         if self._system is None:
