@@ -191,10 +191,6 @@ def test_react_task_ends_at_an_answer_or_cleanly_at_its_limit(llm: LocalLLM) -> 
         assert len(agent.get_upcoming_steps(task)) == 1  # the step stays queued to steer/retry
     else:
         assert state.status == TaskStatus.COMPLETED and str(agent.finalize_response(task))
-    # a malformed reply was fed back to the model as an error observation
-    errors = [s for s in task.extra_state["reasoning"] if getattr(s, "is_error", False)]
-    parse_outputs = [o for o in state.completed_steps if str(o.output).startswith("Could not parse")]
-    assert len(errors) >= len(parse_outputs)
 
 
 # llama.cpp grammars make the real model write what small models write: malformed ReAct, or
