@@ -191,6 +191,7 @@ class LocalLLM(OpenAILLM):
         max_tokens: int | None = 256,
         startup_timeout: float = 60.0,
         timeout: float = 120.0,
+        max_retries: int = 2,
         additional_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(threads, int) or threads < 1:
@@ -225,7 +226,9 @@ class LocalLLM(OpenAILLM):
             base_url=base_url,
             api_key=None,
             timeout=timeout,
-            max_retries=0,  # a local server that fails fails again; say so at once
+            # the server dropped a connection without a reply once under load (a test run on
+            # a busy machine): the client retries connection errors; chat requests are idempotent
+            max_retries=max_retries,
             temperature=temperature,
             is_function_calling_model=False,
             additional_kwargs=extra,
