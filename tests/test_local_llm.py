@@ -360,3 +360,31 @@ def test_no_orphan_when_the_owner_is_killed_or_exits(how: str) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+@pytest.mark.parametrize("now", [False, True], ids=["shutdown", "kernel-killed"])
+def test_no_orphan_after_a_jupyter_kernel_shutdown(now: bool) -> None:
+    """A real ipykernel makes a LocalLLM; shutting the kernel down (politely, or killing it
+    as a stuck kernel is) leaves no server behind."""
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    km.start_kernel(cwd=str(ROOT), env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        out: list[str] = []
+        reply = kc.execute_interactive(
+            "from nbagent import LocalLLM\nllm = LocalLLM()\nprint(llm.pid)",
+            timeout=90,
+            output_hook=lambda msg: out.append(msg["content"].get("text", "")),
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+        server = int("".join(out).strip())
+        assert alive(server)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=now)
+    assert wait_gone(server, 10), f"server {server} outlived its kernel (now={now})"
