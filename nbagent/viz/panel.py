@@ -81,7 +81,13 @@ _PANEL_CSS = """
 .nbagent-panel .nbagent-scroll{max-height:22em;overflow:auto}
 .nbagent-panel .nbagent-graphbox{border:1px solid var(--jp-border-color2,#d0d7de);
  border-radius:4px;background:var(--jp-layout-color0,transparent)}
+.nbagent-panel .nbagent-btn-step.jupyter-button:not([disabled]){background:#1565c0;color:#fff}
+.nbagent-panel .nbagent-btn-run.jupyter-button:not([disabled]){background:#2e7d32;color:#fff}
+.nbagent-panel .nbagent-btn-stop.jupyter-button:not([disabled]){background:#b45309;color:#fff}
+.nbagent-panel .nbagent-btn-retry.jupyter-button:not([disabled]){background:#b91c1c;color:#fff}
 """
+# the coloured buttons: Jupyter's own success/warning/danger colours carry white text at
+# 2-4:1; these keep the same hues at >= 4.9:1 in light and dark themes
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
