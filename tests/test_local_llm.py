@@ -314,6 +314,16 @@ def test_close_and_with_block_stop_the_server() -> None:
     model.close()  # twice is fine
 
 
+def test_a_copy_uses_the_server_but_never_stops_it(llm: LocalLLM) -> None:
+    import copy
+
+    twin = copy.deepcopy(llm)
+    assert twin.base_url == llm.base_url and twin.pid is None
+    assert twin.chat(user("Hi"), max_tokens=2).message.content is not None
+    twin.close()
+    assert llm.running and llm.chat(user("Hi"), max_tokens=2).usage is not None
+
+
 def test_a_taken_port_is_a_clear_error(llm: LocalLLM) -> None:
     port = int(llm.base_url.rsplit(":", 1)[1].split("/")[0])
     with pytest.raises(LocalServerError, match=f"did not start on 127.0.0.1:{port}.*port {port} taken"):

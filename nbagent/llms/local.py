@@ -319,12 +319,13 @@ class LocalLLM(OpenAILLM):
 
     @property
     def pid(self) -> int | None:
-        """The server process's id (``None`` once closed)."""
-        return None if self._closed else self._proc.pid
+        """The server process's id (``None`` once closed, and in a copy, which does not own it)."""
+        return None if self._closed or not self._owner else self._proc.pid
 
     @property
     def running(self) -> bool:
-        return not self._closed and self._proc.poll() is None
+        """Whether the server this object owns is up (a copy cannot tell: ``False``)."""
+        return not self._closed and self._owner and self._proc.poll() is None
 
     def close(self) -> None:
         """Close the HTTP clients and stop the server; safe to call twice."""
