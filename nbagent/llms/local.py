@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nbagent.llms.base import ChatResponse, ToolChoice
+from nbagent.llms.base import ToolChoice
 from nbagent.llms.openai import OpenAILLM
 from nbagent.messages import ChatMessage
 from nbagent.tools import ToolMetadata
@@ -373,23 +373,14 @@ class LocalLLM(OpenAILLM):
                 "for this model by itself)."
             )
 
-    async def _achat(
+    def _params(
         self,
         messages: list[ChatMessage],
         tools: list[ToolMetadata],
         tool_choice: ToolChoice | None,
-        **kwargs: Any,
-    ) -> ChatResponse:
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
+        # here rather than around _achat/_astream: one check for both, before any request,
+        # and no extra async generator layer around the stream
         self._refuse_tools(tools)
-        return await super()._achat(messages, tools, tool_choice, **kwargs)
-
-    async def _astream(  # type: ignore[override]
-        self,
-        messages: list[ChatMessage],
-        tools: list[ToolMetadata],
-        tool_choice: ToolChoice | None,
-        **kwargs: Any,
-    ):
-        self._refuse_tools(tools)
-        async for r in super()._astream(messages, tools, tool_choice, **kwargs):
-            yield r
+        return super()._params(messages, tools, tool_choice, kwargs)
