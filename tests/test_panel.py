@@ -497,12 +497,15 @@ def _updates(log: list[tuple[str, str, Any]], comm_id: str, key: str) -> list[An
 
 def test_frontend_gets_few_graph_messages_and_one_batched_update_per_widget(recorded: list[Any]) -> None:
     runner = counting_runner(50)
-    panel = runner.panel(runner.create_task("fast"))
+    # a throttle far longer than the run makes the count independent of the machine's speed:
+    # the first change is drawn at once, the other 49 steps coalesce into the one flushed at
+    # the end of run() (with the default 0.1 s a loaded machine legitimately sends more)
+    panel = runner.panel(runner.create_task("fast"), throttle_s=3600.0)
     graph_id = panel.graph.widget.model_id
     recorded.clear()
     panel.run()
     sent = _updates(recorded, graph_id, "dot_source")
-    assert 1 <= len(sent) <= 5 and sent[-1] == panel.graph.dot()
+    assert 1 <= len(sent) <= 2 and sent[-1] == panel.graph.dot()
 
     recorded.clear()
     panel.new_task("another")  # changes picker, buttons, status, inspector, transcript at once
@@ -514,6 +517,7 @@ def test_frontend_gets_few_graph_messages_and_one_batched_update_per_widget(reco
     assert per_widget.get(step_button_id) == 1  # disabled -> enabled, one message
     assert per_widget.get(panel.task_picker.model_id) == 1  # options + value: one message
     assert max(per_widget.values()) <= 2
+    panel.close()  # no hour-long timer left behind
 
 
 # ----- streaming -------------------------------------------------------------------------------
