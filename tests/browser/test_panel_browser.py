@@ -122,14 +122,15 @@ def read_nodes(page: Any) -> list[dict[str, Any]]:
     return list(page.evaluate(NODES_JS))
 
 
-def wait_for_statuses(page: Any, expected: list[str], what: str) -> list[dict[str, Any]]:
+def wait_for_statuses(page: Any, expected: list[str], what: str,
+                      numbers: list[int] | None = None) -> list[dict[str, Any]]:
     """Wait until the drawn DAG has exactly these node statuses (in order); check colours."""
     try:
         page.wait_for_function(WAIT_STATUSES_JS, arg=expected, timeout=STEP_TIMEOUT_MS)
     except Exception as err:
         raise AssertionError(f"{what}: expected node statuses {expected}, page has {read_nodes(page)}") from err
     nodes = read_nodes(page)
-    assert [n["index"] for n in nodes] == list(range(1, len(expected) + 1)), nodes
+    assert [n["index"] for n in nodes] == (numbers or list(range(1, len(expected) + 1))), nodes
     for node in nodes:  # each node is painted in its status's colour
         assert node["fill"] == FILL[node["status"]], (what, node)
     return nodes
@@ -212,7 +213,13 @@ def test_panel_buttons_drive_the_live_graph(request: pytest.FixtureRequest, vari
 
         page.wait_for_function("b => !b.disabled", arg=undo_button.element_handle())
         undo_button.click()
-        wait_for_statuses(page, ["done", "done", "queued", "undone"], "after Undo")
+        # #3 is queued again; what its run did is the dashed "#3 undone run" node, and the
+        # step that run had queued (#4) is drawn as cut, never ran
+        nodes = wait_for_statuses(page, ["done", "done", "queued", "undone", "undone"], "after Undo",
+                                  numbers=[1, 2, 3, 3, 4])
+        texts = page.evaluate("() => [...document.querySelectorAll('.nbagent-livegraph svg g.node')]"
+                              ".map(g => g.textContent)")
+        assert "undone run" in texts[3] and "never ran" in texts[4], (nodes, texts)
         page.wait_for_function(
             "el => el.textContent.includes('2 done') && el.textContent.includes('1 undone')",
             arg=status.element_handle())
