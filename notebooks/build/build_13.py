@@ -126,12 +126,40 @@ for step in task.extra_state["reasoning"]:
 Undone steps stay in the run's history (drawn grey in the graph, as in notebook 02), so a
 workshop can compare the branch that failed with the one that worked.
 
+"""),
+    md("""
 ## 4 · When a small model loops
 
-A small model also writes malformed ReAct, or calls the same tool again and again. Every such
-reply is a kept step; a parse error goes back to the model as an observation; and the run ends
-cleanly at `max_iterations` (the step stays queued, ready to be steered). `tests/test_local_llm.py`
-drives the real model into both loops with grammars and checks exactly that.
+A small model also writes malformed ReAct, or calls the same tool again and again. To see it
+every time, a grammar makes it write a tool call whose input is not JSON. Every such reply is
+a kept step, each parse error goes back to the model as an observation, and the run ends
+cleanly at `max_iterations`: the step stays queued, ready to be steered.
+"""),
+    code("""
+from nbagent.workers.react.worker import MaxIterationsError
+
+MALFORMED = 'root ::= "Thought: " [a-z ]{1,24} "\\\\nAction: add\\\\nAction Input: " [a-z]{1,12}'
+loop_agent = ReActAgent.from_tools([add], llm=llm, max_iterations=3)
+loop_task = loop_agent.create_task("What is 17 + 25?")
+llm.additional_kwargs["extra_body"] = {"grammar": MALFORMED}
+try:
+    while not loop_agent.run_step(loop_task).is_last:
+        pass
+except MaxIterationsError as error:
+    print("stopped:", type(error).__name__)
+del llm.additional_kwargs["extra_body"]
+loop_state = loop_agent.state_of(loop_task)
+fed_back = [s for s in loop_task.extra_state["reasoning"] if getattr(s, "is_error", False)]
+print("steps kept:", len(loop_state.completed_steps), "| parse errors fed back:", len(fed_back))
+print("status:", loop_state.status.value, "| queued:", len(loop_agent.get_upcoming_steps(loop_task)))
+"""),
+    code("""
+print("the last error fed back:", loop_task.extra_state["reasoning"][-1].observation[:160])
+""", tags=WORDS),
+    md("""
+To steer it on: raise the limit (`loop_agent.agent_worker.max_iterations = 5`), then
+`loop_agent.run_step(loop_task, input="...")` with a hint, or `undo_step` and retry, as above.
+`tests/test_local_llm.py` checks these loops against the real server on every run.
 """),
     *real_model_cells(note="Here `llm` is already the local model; the cell swaps in a hosted one."),
     code("""
