@@ -36,7 +36,7 @@ __all__ = [
 
 _FONT = "Helvetica"
 _EDGE_COLOR = "#6b7280"
-_TITLE_COLOR = "#6b7280"
+_TITLE_COLOR = "#374151"  # >= 4.5:1 on the white graph background
 _MUTED_COLOR = "#9ca3af"
 HANDOFF_COLOR = "#7c3aed"
 
@@ -91,7 +91,7 @@ def check_workflow_options(**options: Any) -> None:
 def _header(name: str, rankdir: str, title: list[tuple[str, str]], wrap: int) -> list[str]:
     return [
         f"digraph {name} {{",
-        f'  graph [rankdir="{rankdir}", bgcolor="transparent", fontname="{_FONT}", fontsize="11", '
+        f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
         f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.4", '
         f"compound=\"true\", label={_render_label(title, max(wrap, 60))}];",
         f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
@@ -347,9 +347,14 @@ def run_to_dot(
             lines.append(f"  {na} -> {c};")
         if b.via == "handoff":
             reason = f"handoff: {preview(a.handoff_reason, 40)}" if a.handoff_reason else "handoff"
+            # the label sits in a table with an empty first column: Graphviz puts an edge label's
+            # box against the edge, so without the gap the arrow runs through its first letters
+            text = _render_label([(reason, "text")], 24)[1:-1]
+            label = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR>'
+                     f'<TD WIDTH="10"></TD><TD ALIGN="LEFT" BALIGN="LEFT">{text}</TD></TR></TABLE>>')
             lines.append(
                 f'  {na} -> {nb} [color="{HANDOFF_COLOR}", fontcolor="{HANDOFF_COLOR}", penwidth="2.2", '
-                f"label={_render_label([(reason, 'text')], 24)}];"
+                f"label={label}];"
             )
         elif call_nodes.get(a.index):
             for c in call_nodes[a.index]:
