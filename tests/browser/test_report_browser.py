@@ -49,7 +49,11 @@ def make_run(path: Path) -> int:
         agent.run_step(task)
         agent.finalize_response(task)
         agent.save(path)
-    return len(agent.state_of(task).steps)
+    # nodes drawn: one per step, plus one per undone run (a cut step that had run is drawn as
+    # its undone runs only)
+    state = agent.state_of(task)
+    ran_and_cut = {o.task_step.step_id for o in state.undone_outputs} & state.undone_ids
+    return len(state.steps) - len(ran_and_cut) + len(state.undone_outputs)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +90,7 @@ def test_report_opens_offline_and_is_inert(chromium: Any, tmp_path: Path, shots:
         assert page.evaluate("window.__pwned") is None  # no script ran
         assert page.locator("script").count() == 0
         nodes = page.locator("svg g.node")
-        assert nodes.count() == steps  # the DAG is drawn inline, one node per step
+        assert nodes.count() == steps  # the DAG is drawn inline: every step and undone run
         text = page.inner_text("body")
         assert "What is 6 * 7? <script>window.__pwned = 1</script>" in text  # shown as text
         assert "rate limited" in text and "RuntimeError" in text
