@@ -42,9 +42,21 @@ def local_ray() -> Iterator[None]:
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    for attempt in (1, 2):  # Ray gives its node 30 s to start: a busy machine can miss that once
+    # Ray's wait for its own node to register is a fixed 30 s (ray/_private/node.py, not a
+    # setting): a busy machine can miss that once, so that one error is tried a second time
+    for attempt in (1, 2):
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            ray.init(
+                num_cpus=2, include_dashboard=False, log_to_driver=False,
+                # a loaded machine starts worker processes slowly and answers health checks
+                # late: give registration, GCS reconnects and health checks room (RayConfig)
+                _system_config={
+                    "worker_register_timeout_seconds": 300,
+                    "gcs_rpc_server_reconnect_timeout_s": 300,
+                    "health_check_timeout_ms": 60_000,
+                    "health_check_failure_threshold": 20,
+                },
+            )
             break  # workers inherit this process's environment: NBAGENT_BLOCK_NETWORK=1 holds there too
         except Exception as err:
             ray.shutdown()
