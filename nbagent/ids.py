@@ -6,6 +6,7 @@ stored outputs (and nbval) stay stable.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import random
 from collections.abc import Iterator
@@ -14,36 +15,57 @@ from contextlib import contextmanager
 __all__ = ["new_id", "seed_ids", "seeded_ids"]
 
 _rng: random.Random | None = None
+# ``seeded_ids`` binds its generator to the calling context (and the asyncio tasks and
+# ``run_sync`` calls it starts), not to the process: another thread that makes ids meanwhile
+# (a leftover timer, a panel run, a background loop) must not draw from, and so change, the
+# block's sequence; before this, such a thread made ``make demo``'s ids differ between runs
+_scoped: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar("nbagent_seeded_ids", default=None)
 _CLEAR_VERSION = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)
 _VERSION_4 = (0x4 << 76) | (0x2 << 62)
 
 
 def new_id() -> str:
     """Return a new id: a random uuid4, or the next one of the seeded sequence."""
-    if _rng is None:
+    rng = current_rng()
+    if rng is None:
         n = int.from_bytes(os.urandom(16), "big")
     else:
-        n = _rng.getrandbits(128)
+        n = rng.getrandbits(128)
     n = (n & _CLEAR_VERSION) | _VERSION_4  # RFC 4122 version 4, variant 1
     h = f"{n:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def current_rng() -> random.Random | None:
+    """The generator ``new_id`` draws from here: the ``seeded_ids`` block's, else the
+    process-wide one of ``seed_ids``, else None (random uuid4)."""
+    return _scoped.get() or _rng
+
+
+def set_current_rng(rng: random.Random | None) -> None:
+    """Replace the generator ``current_rng`` returns (a loaded run continues its sequence)."""
+    global _rng
+    if _scoped.get() is not None:
+        _scoped.set(rng)
+    else:
+        _rng = rng
+
+
 def seed_ids(seed: int | None) -> None:
     """Make ids reproducible from ``seed``; ``None`` goes back to random uuid4 ids."""
-    global _rng
     if seed is not None and not isinstance(seed, int):
         raise TypeError(f"seed_ids() takes an int or None, got {type(seed).__name__}: {seed!r}")
-    _rng = None if seed is None else random.Random(seed)
+    set_current_rng(None if seed is None else random.Random(seed))
 
 
 @contextmanager
 def seeded_ids(seed: int) -> Iterator[None]:
-    """Seed ids inside a ``with`` block and restore the previous generator afterwards."""
-    global _rng
-    saved = _rng
-    seed_ids(seed)
+    """Seed ids inside a ``with`` block (for this context only: other threads keep their own
+    ids) and restore the previous generator afterwards."""
+    if not isinstance(seed, int):
+        raise TypeError(f"seeded_ids() takes an int, got {type(seed).__name__}: {seed!r}")
+    token = _scoped.set(random.Random(seed))
     try:
         yield
     finally:
-        _rng = saved
+        _scoped.reset(token)

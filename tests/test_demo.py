@@ -143,3 +143,29 @@ def test_readme_links_to_files_that_exist() -> None:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     for target in ("lab", "test", "demo"):
         assert f"make {target}" in readme and re.search(rf"^{target}:", makefile, re.M)
+
+
+def test_a_thread_making_ids_meanwhile_does_not_change_a_seeded_block() -> None:
+    """The root cause of the demo's rare "SVG differs" flake: another thread (a leftover timer,
+    a panel run, a background loop) made ids while the demo's ``seeded_ids(0)`` block ran,
+    drawing from its sequence. The block's sequence is its own, also in tasks it starts."""
+    import asyncio
+    import threading
+
+    from nbagent.ids import new_id, seeded_ids
+
+    with seeded_ids(0):
+        clean = [new_id() for _ in range(3)]
+    other: list[str] = []
+    with seeded_ids(0):
+        first = new_id()
+        t = threading.Thread(target=lambda: other.extend(new_id() for _ in range(5)))
+        t.start()
+        t.join()
+
+        async def in_a_task() -> str:
+            return new_id()
+
+        rest = [asyncio.run(in_a_task()), new_id()]
+    assert [first, *rest] == clean
+    assert not set(other) & set(clean)

@@ -98,7 +98,7 @@ def runner_to_dict(runner: AgentRunner) -> dict[str, Any]:
         settings.update(extra_settings())
     settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
     pricing = runner.__dict__.get("_pricing")
-    rng = _ids._rng
+    rng = _ids.current_rng()
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -374,7 +374,7 @@ def _restore_rng(ids_state: Any, source: str) -> None:
         rng.setstate((version, tuple(internal), gauss))
     except (TypeError, ValueError) as err:
         raise PersistError(f"{source}: runner.ids is not a saved id generator state ({err})") from err
-    _ids._rng = rng  # continue the seeded id sequence where the saved run left it
+    _ids.set_current_rng(rng)  # continue the seeded id sequence where the saved run left it
 
 
 def _task_from_dict(

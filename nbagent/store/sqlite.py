@@ -574,7 +574,7 @@ class _Writer:
             settings.update(extra_settings())
         settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
         pricing = runner.__dict__.get("_pricing")
-        rng = _ids._rng
+        rng = _ids.current_rng()
         enc = _StoreEncoder(self)
         header = enc.done({
             "nbagent": __version__,
@@ -635,7 +635,7 @@ class _Writer:
             self.write_header()
             return
         state = runner._tasks.get(event.task_id)
-        if t not in (ev.StepCompleted, ev.StepFailed, ev.StepUndone, ev.StepEdited) or _ids._rng is not None:
+        if t not in (ev.StepCompleted, ev.StepFailed, ev.StepUndone, ev.StepEdited) or _ids.current_rng() is not None:
             self.write_header()  # a step changes none of it, but the seeded id generator's state
         if state is None:
             return
