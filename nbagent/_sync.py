@@ -211,8 +211,10 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _in_new_thread(coro: Coroutine[Any, Any, T]) -> T:
+    # in the caller's context, as on the other paths (a ``seeded_ids`` block's ids, the call)
+    ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbagent-sync") as ex:
-        return _wait(ex.submit(asyncio.run, coro))
+        return _wait(ex.submit(ctx.run, asyncio.run, coro))
 
 
 def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:

@@ -169,3 +169,26 @@ def test_a_thread_making_ids_meanwhile_does_not_change_a_seeded_block() -> None:
         rest = [asyncio.run(in_a_task()), new_id()]
     assert [first, *rest] == clean
     assert not set(other) & set(clean)
+
+
+def test_a_seeded_block_reaches_a_sync_call_made_from_inside_a_running_call() -> None:
+    """run_sync re-entered from its own loop runs the work on a new thread: in the block's
+    context all the same, so its ids come from the block's sequence."""
+    import asyncio
+
+    from nbagent._sync import run_sync
+    from nbagent.ids import new_id, seeded_ids
+
+    async def make() -> str:
+        return new_id()
+
+    async def outer() -> list[str]:
+        return [new_id(), run_sync(make())]  # a sync call made on the running loop
+
+    with seeded_ids(1):
+        clean = [new_id(), new_id()]
+    async def notebook_cell() -> list[str]:  # a loop runs: outer runs on the portal loop
+        return run_sync(outer())
+
+    with seeded_ids(1):
+        assert asyncio.run(notebook_cell()) == clean
