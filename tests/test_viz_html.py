@@ -22,6 +22,7 @@ from nbagent import (
     ToolOutput,
     ToolSelection,
 )
+from nbagent.runner.state import StepStatus
 from nbagent.viz import html as H
 from tests.helpers import CountingWorker
 from tests.test_viz_dot import HOSTILE, HOSTILE_TEXT, dot_available, hostile_state, run_plan
@@ -351,3 +352,13 @@ def test_views_do_not_raise_on_broken_objects() -> None:
     page = H.step_html(None)  # type: ignore[arg-type]
     assert "this step could not be drawn" in page and page.startswith('<div class="nbagent')
     assert "AttributeError" in H.task_html(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("status", list(StepStatus), ids=lambda s: s.value)
+def test_every_step_status_badge_and_timeline_entry_has_a_style_rule(status: StepStatus) -> None:
+    """A status with a space ("awaiting approval") once became two class names that no rule matched."""
+    badge_classes = re.search(r'class="nb-badge ([^"]+)"', H._status_badge(status.value))
+    assert badge_classes is not None
+    (badge_class,) = badge_classes.group(1).split()  # one class name, not a sentence of them
+    assert f".nbagent .{badge_class}{{" in H.CSS
+    assert f"li.nb-l-{badge_class.removeprefix('nb-s-')}{{" in H.CSS

@@ -72,6 +72,11 @@ _EXTRA_BADGES: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _css_name(name: str) -> str:
+    """A status as a CSS class name ("awaiting approval" -> "awaiting-approval")."""
+    return name.replace(" ", "-")
+
+
 def _badge_rules() -> str:
     rules = []
     groups: list[tuple[str, dict[str, tuple[str, str, str]]]] = [
@@ -83,10 +88,10 @@ def _badge_rules() -> str:
     for prefix, colors in groups:
         for name, (fill, border, text) in colors.items():
             rules.append(
-                f".nbagent .nb-{prefix}-{name}{{background:{fill};color:{text};border-color:{border}}}"
+                f".nbagent .nb-{prefix}-{_css_name(name)}{{background:{fill};color:{text};border-color:{border}}}"
             )
     for status, (_, border, _) in STATUS_COLORS.items():
-        rules.append(f".nbagent ol.nb-timeline>li.nb-l-{status.value}{{border-left-color:{border}}}")
+        rules.append(f".nbagent ol.nb-timeline>li.nb-l-{_css_name(status.value)}{{border-left-color:{border}}}")
     for role, (_, border, _) in _ROLE_COLORS.items():
         rules.append(f".nbagent .nb-m-{role}{{border-left-color:{border}}}")
     return "\n".join(rules)
@@ -141,7 +146,7 @@ def _badge(text: str, cls: str) -> str:
 
 
 def _status_badge(status: str) -> str:
-    return _badge(status, f"nb-s-{status}")
+    return _badge(status, f"nb-s-{_css_name(status)}")
 
 
 def _task_badge(status: str) -> str:
@@ -509,7 +514,7 @@ def _timeline_item(state: TaskState, index: int, sid: str, undone_next: dict[str
         meta.append(html_text(f"{len(undone_runs)} undone run{'s' if len(undone_runs) != 1 else ''}"))
     if meta:
         lines.append(_line(" · ".join(meta), "nb-muted"))
-    return f'<li class="nb-l-{status.value}">{"".join(lines)}</li>'
+    return f'<li class="nb-l-{_css_name(status.value)}">{"".join(lines)}</li>'
 
 
 def _status_of(state: TaskState, sid: str) -> StepStatus:
