@@ -79,7 +79,9 @@ def test_buttons_do_what_their_twins_do_and_stop_keeps_the_run_resumable() -> No
         panel.stop_button.click()
         await panel.wait()
         assert handler.status == "cancelled" and "WorkflowCancelledError" in panel.status.value
-        assert handler.ctx.has_pending_work
+        assert handler.ctx.has_pending_work and handler.pending_questions  # kept for a resume
+        assert panel.send_button.disabled and panel.answer_text.disabled  # but this run takes no answer
+        assert "Question:" not in panel.question.value
         panel.send_button.click()  # nothing to answer: a notice
         assert "ended" in panel.status.value or "type an answer" in panel.status.value
 

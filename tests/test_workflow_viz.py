@@ -30,6 +30,7 @@ from nbagent.workflow import (
     RunTrace,
     StartEvent,
     StopEvent,
+    WorkflowCancelledError,
     ToolCall,
     ToolCallResult,
     Workflow,
@@ -494,3 +495,26 @@ def test_a_resumed_run_is_drawn_from_a_placeholder_step_with_its_question() -> N
     call = first.tool_calls[0]
     assert (call.tool_name, call.question, call.answer, call.status) == ("approve", "Approve send?", "yes", "done")
     assert "user: Weather?" in view.source and "asks: Approve send?" in view.source and "person: yes" in view.source
+
+
+def test_answer_box_of_a_cancelled_run_no_longer_looks_live() -> None:
+    """Cancelled while asking: the question is kept for a resume, but this box takes no answer."""
+    wf = handoff_workflow([tool_call("approve", action="send")])
+
+    async def main() -> HumanInputBox:
+        handler = wf.run(user_msg="Weather?")
+        await handler.wait_for_question()
+        box = HumanInputBox(handler)
+        assert not box.button.disabled and not box.text.disabled
+        await handler.cancel_run()
+        with pytest.raises(WorkflowCancelledError):
+            await handler
+        assert handler.pending_questions  # still there for run(ctx=...)
+        return box
+
+    box = asyncio.run(main())
+    assert box.question is None and box.button.disabled and box.text.disabled
+    assert "stopped before this question was answered (Approve send?)" in box.prompt.value
+    assert "nbagent-q" not in box.prompt.value and "Answer it with" not in box.static_html()
+    with pytest.raises(RuntimeError, match="no question"):
+        box.answer("yes")

@@ -244,7 +244,9 @@ class HumanInputBox:
 
     @property
     def question(self) -> Event | None:
-        """The oldest question the run waits on, or None."""
+        """The oldest question the run waits on, or None (an ended run waits on nothing)."""
+        if self.handler.done():
+            return None
         questions = self.handler.pending_questions
         return questions[0] if questions else None
 
@@ -279,6 +281,11 @@ class HumanInputBox:
         if question is not None:
             return f"Question: {getattr(question, 'prefix', '') or type(question).__name__}"
         if self.handler.done():
+            unanswered = self.handler.pending_questions
+            if unanswered:  # stopped or cancelled while asking: the box must not look live
+                asked = getattr(unanswered[0], "prefix", "") or type(unanswered[0]).__name__
+                return (f"The run was stopped before this question was answered ({asked}). "
+                        "Resume it with workflow.run(ctx=handler.ctx) to answer it.")
             return "The run has ended."
         return "No question is waiting."
 

@@ -246,7 +246,7 @@ class WorkflowPanel:
         if h is None:
             return ""
         questions = h.pending_questions
-        if not questions:
+        if not questions or h.done():  # a stopped run takes no answers: the box must not look live
             return ""
         return str(getattr(questions[0], "prefix", "") or type(questions[0]).__name__)
 
