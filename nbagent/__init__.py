@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "BaseAgentWorker": "nbagent.workers.base",
     "CustomSimpleAgentWorker": "nbagent.workers.custom",
     "FnAgentWorker": "nbagent.workers.fn",
+    "QueryPipelineAgentWorker": "nbagent.workers.pipeline",
     "PlannerAgentWorker": "nbagent.workers.planner",
     "MultimodalReActAgentWorker": "nbagent.workers.multimodal",
     "ImageDocument": "nbagent.workers.multimodal",
@@ -155,6 +156,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.workers.base import BaseAgentWorker
     from nbagent.workers.custom import CustomSimpleAgentWorker
     from nbagent.workers.fn import FnAgentWorker
+    from nbagent.workers.pipeline import QueryPipelineAgentWorker
     from nbagent.workers.multimodal import ImageDocument, MultimodalReActAgentWorker
     from nbagent.workers.planner import PlannerAgentWorker
     from nbagent.workers.function_calling import FunctionCallingAgentWorker, OpenAIAgentWorker
