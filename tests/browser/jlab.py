@@ -236,3 +236,30 @@ class JupyterLab:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         self._tmp.cleanup()
+
+
+def loopback_page(
+    browser: Any, lab: JupyterLab, *, width: int, height: int, timeout_ms: int, console_errors: bool = False
+) -> tuple[Any, Any, list[str], list[str]]:
+    """A new context and page that may reach only this JupyterLab and loopback: every other
+    request is aborted and listed in ``offsite``; page errors (and, if asked, console errors)
+    are listed in ``errors``. Returns ``(context, page, offsite, errors)``."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    offsite: list[str] = []
+
+    def only_loopback(route: Any) -> None:
+        url = route.request.url
+        if url.startswith((lab.base + "/", "data:", "blob:", "http://localhost:", "http://127.0.0.1:")):
+            route.continue_()
+        else:
+            offsite.append(url)
+            route.abort()
+
+    ctx.route("**/*", only_loopback)
+    page = ctx.new_page()
+    page.set_default_timeout(timeout_ms)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    if console_errors:
+        page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    return ctx, page, offsite, errors

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import nbformat
 import pytest
-from jlab import STEP_TIMEOUT_MS, check_browser_tools  # type: ignore[import-not-found]
+from jlab import STEP_TIMEOUT_MS, check_browser_tools, loopback_page  # type: ignore[import-not-found]
 from nbformat.v4 import new_code_cell, new_notebook
 
 pytestmark = pytest.mark.timeout(300)
@@ -66,22 +65,9 @@ def test_batch_grid_fills_opens_a_task_on_click_and_stops(request: pytest.Fixtur
     nb.cells = [new_code_cell(CELL_BATCH)]
     nbformat.write(nb, lab.root_dir / name)
 
-    ctx = browser.new_context(viewport={"width": 1300, "height": 1400})
-    offsite: list[str] = []
-
-    def only_loopback(route: Any) -> None:
-        url = route.request.url
-        if url.startswith((lab.base + "/", "data:", "blob:", "http://localhost:", "http://127.0.0.1:")):
-            route.continue_()
-        else:
-            offsite.append(url)
-            route.abort()
-
-    ctx.route("**/*", only_loopback)
-    page = ctx.new_page()
-    page.set_default_timeout(STEP_TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    ctx, page, offsite, errors = loopback_page(
+        browser, lab, width=1300, height=1400, timeout_ms=STEP_TIMEOUT_MS
+    )
     try:
         page.goto(lab.url(f"/lab/workspaces/batch/tree/{name}?reset"))
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook")

@@ -18,7 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from jlab import STEP_TIMEOUT_MS, check_browser_tools  # type: ignore[import-not-found]
+from jlab import STEP_TIMEOUT_MS, check_browser_tools, loopback_page  # type: ignore[import-not-found]
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from nbagent.runner.state import StepStatus
@@ -146,23 +146,9 @@ def test_panel_buttons_drive_the_live_graph(request: pytest.FixtureRequest, vari
     name = f"panel_{variant}.ipynb"
     nbformat.write(build_notebook(f"nbagent-{variant}"), lab.root_dir / name)
 
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1100})
-    offsite: list[str] = []
-
-    def only_loopback(route: Any) -> None:
-        url = route.request.url
-        if url.startswith((lab.base + "/", "data:", "blob:", "http://localhost:", "http://127.0.0.1:")):
-            route.continue_()
-        else:
-            offsite.append(url)
-            route.abort()
-
-    ctx.route("**/*", only_loopback)
-    page = ctx.new_page()
-    page.set_default_timeout(STEP_TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    ctx, page, offsite, errors = loopback_page(
+        browser, lab, width=1500, height=1100, timeout_ms=STEP_TIMEOUT_MS, console_errors=True
+    )
 
     def shot(label: str) -> None:
         page.locator(".nbagent-panel").first.screenshot(path=str(shots / f"{variant}_{label}.png"))

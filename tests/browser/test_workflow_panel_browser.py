@@ -18,7 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from jlab import STEP_TIMEOUT_MS, check_browser_tools  # type: ignore[import-not-found]
+from jlab import STEP_TIMEOUT_MS, check_browser_tools, loopback_page  # type: ignore[import-not-found]
 from nbformat.v4 import new_code_cell, new_notebook
 
 pytestmark = pytest.mark.timeout(300)
@@ -76,22 +76,9 @@ def test_workflow_panel_steps_and_a_person_answers_in_the_browser(request: pytes
     name = "wfpanel.ipynb"
     nbformat.write(build_notebook(), lab.root_dir / name)
 
-    ctx = browser.new_context(viewport={"width": 1300, "height": 1400})
-    offsite: list[str] = []
-
-    def only_loopback(route: Any) -> None:
-        url = route.request.url
-        if url.startswith((lab.base + "/", "data:", "blob:", "http://localhost:", "http://127.0.0.1:")):
-            route.continue_()
-        else:
-            offsite.append(url)
-            route.abort()
-
-    ctx.route("**/*", only_loopback)
-    page = ctx.new_page()
-    page.set_default_timeout(STEP_TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    ctx, page, offsite, errors = loopback_page(
+        browser, lab, width=1300, height=1400, timeout_ms=STEP_TIMEOUT_MS
+    )
 
     panel = page.locator(".nbagent-wfpanel")
 
