@@ -383,3 +383,23 @@ def test_a_merged_step_state_is_snapshotted_once() -> None:
     assert state.task.extra_state["count"] == 1
     assert state.step_queue[0].step_state["count"] == 1
     assert state.step_queue[0].step_state["sources"] is state.task.extra_state["sources"]
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+@pytest.mark.parametrize("name", ["run.json", "runs.db"])
+def test_a_memory_whose_token_counter_is_not_registered_is_refused_by_name(tmp_path: Path, name: str) -> None:
+    from nbagent.memory import ChatMemoryBuffer
+    from nbagent.store import values
+
+    persist.allow_type(_word_count)
+    runner = AgentRunner(CountingWorker(target=2), memory=ChatMemoryBuffer(token_limit=500, tokenizer_fn=_word_count))
+    runner.chat("hello there")
+    runner.save(tmp_path / name)
+    assert AgentRunner.load(tmp_path / name, CountingWorker(target=2)).memory.tokenizer_fn is _word_count
+    ref = next(k for k, v in values._ALLOWED.items() if v is _word_count)
+    del values._ALLOWED[ref]
+    with pytest.raises(PersistError, match=r"counts tokens with '.*_word_count'.*allow_type"):
+        AgentRunner.load(tmp_path / name, CountingWorker(target=2))

@@ -75,6 +75,7 @@ from nbagent.store.codec import (
 )
 from nbagent.store.values import (
     _ALLOWED,
+    memory_tokenizer,
     Path_,
     PersistError,
     _Decoder,
@@ -1149,16 +1150,7 @@ class _StoreDecoder(_Decoder):
                 list.append(log, self._item(k, i, where))
             return log
         if kind == "mem":
-            tokenizer = None
-            if "tokenizer" in rec:
-                tokenizer = _ALLOWED.get(rec["tokenizer"])
-                if tokenizer is None or isinstance(tokenizer, type):
-                    raise self.fail(
-                        where,
-                        f"the memory counts tokens with {rec['tokenizer']!r}; register that function with "
-                        "nbagent.persist.allow_type(fn) before loading",
-                    )
-            buf = ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=tokenizer)
+            buf = ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=memory_tokenizer(rec, where, self.fail))
             self.built[k] = buf
             pairs = [self._item(k, i, where) for i in order]
             buf._messages = [m for m, _ in pairs]

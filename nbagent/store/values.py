@@ -103,6 +103,20 @@ def _resolve(ref: str, where: str) -> Any:
 Path_ = tuple[Any, ...] | None
 
 
+def memory_tokenizer(rec: dict[str, Any], where: str, fail: Callable[[str, str], PersistError]) -> Any:
+    """The token counter a saved memory names (None: the default one); it must be registered."""
+    if "tokenizer" not in rec:
+        return None
+    tokenizer = _ALLOWED.get(rec["tokenizer"])
+    if tokenizer is None or isinstance(tokenizer, type):
+        raise fail(
+            where,
+            f"the memory counts tokens with {rec['tokenizer']!r}; register that function with "
+            "nbagent.persist.allow_type(fn) before loading",
+        )
+    return tokenizer
+
+
 def _path_text(path: Path_) -> str:
     parts: list[str] = []
     while path is not None:
@@ -471,16 +485,7 @@ class _Decoder:
         return obj
 
     def _memory(self, d: dict[str, Any], where: str) -> Any:
-        tokenizer = None
-        if "tokenizer" in d:
-            tokenizer = _ALLOWED.get(d["tokenizer"])
-            if tokenizer is None or isinstance(tokenizer, type):
-                raise self.fail(
-                    where,
-                    f"the memory counts tokens with {d['tokenizer']!r}; register that function with "
-                    "nbagent.persist.allow_type(fn) before loading",
-                )
-        buf = ChatMemoryBuffer(token_limit=d["token_limit"], tokenizer_fn=tokenizer)
+        buf = ChatMemoryBuffer(token_limit=d["token_limit"], tokenizer_fn=memory_tokenizer(d, where, self.fail))
         if "$id" in d:
             self._define(d["$id"], buf, where)
         messages = self.value(d["messages"], f"{where}.messages")
