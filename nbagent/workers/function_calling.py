@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -234,8 +235,12 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         if step.step_state.get(_FIRST):
             text = step.input if step.input is not None else task.input
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
+            if self.verbose:  # the reference's words
+                print(f"Added user message to memory: {text}")
         elif step.input is not None:
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
+            if self.verbose:
+                print(f"Added user message to memory: {step.input}")
         messages: list[ChatMessage] = []
         if self.system_prompt:
             messages.append(ChatMessage(role=MessageRole.SYSTEM, content=self.system_prompt))
@@ -347,6 +352,8 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         calls = list(reply.tool_calls)
         sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
         text = reply.text
+        if self.verbose and reply.content:  # as the reference prints it, before any call runs
+            print(f"=== LLM Response ===\n{reply.content}")
         typed = self._typed_answer(step, task, reply, calls)
         if typed is not None:
             return typed
@@ -375,9 +382,9 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             )
         if not calls:
             task.scratch_memory.put(_as_assistant(reply))
-            if self.verbose:
-                print(f"=== Answer ===\n{text}")
-            answer = AgentChatResponse(response=text, sources=list(sources))
+            # as the reference: a step's sources are the calls it ran (none here);
+            # finalize_response attaches every source of the task
+            answer = AgentChatResponse(response=text, sources=[])
             return TaskStepOutput(output=answer, task_step=step, is_last=True)
 
         task.scratch_memory.put(_as_assistant(reply))
@@ -446,7 +453,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=direct.content))
             answer = AgentChatResponse(
                 response=direct.content,
-                sources=list(sources),
+                sources=list(outputs),
                 metadata={"return_direct": direct.tool_name},
             )
             return TaskStepOutput(
@@ -469,9 +476,6 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         by_name = tools_by_name(tools)
         left = self._budget_left(task)
         runnable = calls if left is None else calls[:left]
-        if self.verbose:
-            for call in runnable:
-                print(f"=== Calling Function ===\n{call.tool_name}({call.tool_kwargs})")
         if self.allow_parallel_tool_calls and len(runnable) > 1:
             # sync tools go to threads so that they overlap like async ones
             calls_now = (acall_tool(by_name, c, in_thread=True) for c in runnable)
@@ -492,9 +496,11 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 )
             )
         task.extra_state[CALLS_KEY] = int(task.extra_state[CALLS_KEY]) + len(runnable)
-        if self.verbose:
-            for out in outputs:
-                print(f"=== Function Output ({out.tool_name}) ===\n{out.content}")
+        if self.verbose:  # the reference's words, one call and its output after the other
+            for call, out in zip(runnable, outputs):
+                print("=== Calling Function ===")
+                print(f"Calling function: {call.tool_name} with args: {_args_json(call.tool_kwargs)}")
+                print(f"=== Function Output ===\n{out.content}")
         return outputs
 
     def _stream_answer(
@@ -527,7 +533,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 ChatMessage(role=MessageRole.ASSISTANT, content=text, additional_kwargs=extra)
             )
             if self.verbose:
-                print(f"=== Answer (streamed) ===\n{text}")
+                print(f"=== LLM Response ===\n{text}")
 
         response.add_done_callback(store_answer)
         return TaskStepOutput(output=response, task_step=step, is_last=True)
@@ -614,3 +620,8 @@ def _as_assistant(reply: ChatMessage) -> ChatMessage:
 
 def _dump(calls: list[ToolSelection]) -> list[dict[str, Any]]:
     return [c.model_dump() for c in calls]
+
+
+def _args_json(kwargs: dict[str, Any]) -> str:
+    """Tool arguments as the reference prints them (``json.dumps``; anything else as text)."""
+    return json.dumps(kwargs, default=str)

@@ -66,6 +66,10 @@ class ActionReasoningStep(BaseModel):
         args = json.dumps(self.action_input, ensure_ascii=False, default=str)
         return f"Thought: {self.thought}\nAction: {self.action}\nAction Input: {args}"
 
+    def get_content(self) -> str:
+        """The reference's name for ``content``."""
+        return self.content
+
 
 class ObservationReasoningStep(BaseModel):
     """What the model is shown after a call: a tool's result, a tool error or a parse error."""
@@ -81,6 +85,10 @@ class ObservationReasoningStep(BaseModel):
     @property
     def content(self) -> str:
         return f"Observation: {self.observation}"
+
+    def get_content(self) -> str:
+        """The reference's name for ``content``."""
+        return self.content
 
 
 class HumanReasoningStep(BaseModel):
@@ -98,6 +106,10 @@ class HumanReasoningStep(BaseModel):
     def content(self) -> str:
         return self.text
 
+    def get_content(self) -> str:
+        """The reference's name for ``content``."""
+        return self.content
+
 
 class ResponseReasoningStep(BaseModel):
     """The model's final answer."""
@@ -113,6 +125,10 @@ class ResponseReasoningStep(BaseModel):
     @property
     def content(self) -> str:
         return f"Thought: {self.thought}\nAnswer: {self.response}"
+
+    def get_content(self) -> str:
+        """The reference's name for ``content``."""
+        return self.content
 
 
 ReasoningStep = (

@@ -49,6 +49,7 @@ from nbagent.workers.react.prompt import FORMAT_REMINDER
 
 __all__ = ["ReActAgentWorker", "MaxIterationsError", "EmptyResponseError", "parse_error_text"]
 
+_PINK, _BLUE = "38;5;200", "34"  # the reference's print_text colours
 _STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
 
 
@@ -229,9 +230,9 @@ class ReActAgentWorker(BaseAgentWorker):
         elif step.input is not None:  # human input injected by run_step(task, input=...)
             # in memory for the transcript; in the reasoning so the prompt shows it in order
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
-            self._record(task, HumanReasoningStep(text=step.input))
             if self.verbose:
-                print(f"> User input: {step.input}")
+                print(f"Added user message to memory: {step.input}")
+            self._record(task, HumanReasoningStep(text=step.input))
         state["iterations"] = n + 1
         if state.get("current_reasoning") is not state["reasoning"]:  # e.g. after a load
             state["current_reasoning"] = state["reasoning"]
@@ -257,8 +258,10 @@ class ReActAgentWorker(BaseAgentWorker):
         state["reasoning"].append(rstep)
         state["reasoning_messages"].append(message)
         state["reasoning_tokens"].append(tokens)
-        if self.verbose:
-            print(f"> {message.text}")
+        if self.verbose and not isinstance(rstep, HumanReasoningStep):
+            # as the reference prints it: ANSI pink for reasoning, blue for observations
+            colour = _BLUE if isinstance(rstep, ObservationReasoningStep) else _PINK
+            print(f"\033[1;3;{colour}m{rstep.get_content()}\n\033[0m", end="")
 
     def _next(self, step: TaskStep) -> list[TaskStep]:
         if approval.APPROVAL_KEY in step.step_state:  # the decisions belong to this step only
