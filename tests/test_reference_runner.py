@@ -283,12 +283,3 @@ def test_callback_manager_on_task_and_custom_worker_warns() -> None:
         Task(input="x", callback_manager=object())
     with pytest.warns(UserWarning, match="CountingWorker: callback_manager"):
         CountingWorker(tools=[], llm=None, callback_manager=object())
-
-
-def test_query_pipeline_worker_imports_but_refuses_with_the_replacement() -> None:
-    """Deprecated on the reference page: ported code imports it, and is told what to use instead."""
-    from nbagent import QueryPipelineAgentWorker
-
-    for make in (lambda: QueryPipelineAgentWorker(pipeline=object()), QueryPipelineAgentWorker.from_defaults):
-        with pytest.raises(NotImplementedError, match=r"deprecated.*FnAgentWorker\(fn="):
-            make()
