@@ -479,7 +479,10 @@ class AgentPanel:
                 if injected is not None:
                     self.inject_box.value = ""
                 try:
-                    out = await self.runner.astream_step(task_id, input=injected)
+                    # a worker that says it cannot stream (QueryPipelineAgentWorker) is stepped plainly
+                    streams = getattr(self.runner.agent_worker, "supports_streaming", True)
+                    step_fn = self.runner.astream_step if streams else self.runner.arun_step
+                    out = await step_fn(task_id, input=injected)
                 except asyncio.CancelledError:
                     if injected is not None:
                         self.inject_box.value = injected

@@ -40,6 +40,9 @@ _NO_STREAMING = "This agent does not support streaming."
 class QueryPipelineAgentWorker(BaseAgentWorker):
     """Deprecated (as on the reference): runs ``pipeline`` once per step; use ``FnAgentWorker``."""
 
+    #: stream_step raises, as on the reference: the panel steps this worker with run_step
+    supports_streaming = False
+
     def __init__(
         self,
         pipeline: Any,
