@@ -45,6 +45,8 @@ __all__ = [
     "BaseAgentComponent",
     "AgentInputComponent",
     "AgentFnComponent",
+    "CustomAgentComponent",
+    "ChainableMixin",
     "Link",
     "ComponentIntermediates",
     "QueryPipeline",
@@ -505,6 +507,28 @@ class AgentFnComponent(BaseAgentComponent):
         return f"{type(self).__name__}(fn={_fn_name(self.fn)})"
 
 
+class CustomAgentComponent(BaseAgentComponent, CustomQueryComponent):
+    """Deprecated (use ``StatefulFnComponent``): a custom component that also takes ``task``
+    and ``state`` (fixed by the worker each step)."""
+
+    @property
+    def input_keys(self) -> InputKeys:
+        return InputKeys({*self._input_keys, "task", "state"}, self._optional_input_keys)
+
+
+class ChainableMixin(ABC):
+    """Something that becomes a component when put in a pipeline (``as_query_component``)."""
+
+    @abstractmethod
+    def _as_query_component(self, **kwargs: Any) -> QueryComponent:
+        """The component for this object."""
+
+    def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> QueryComponent:
+        component = self._as_query_component(**kwargs)
+        component.partial(**(partial or {}))
+        return component
+
+
 @dataclass
 class Link:
     """A link from one module's output to another module's input."""
@@ -821,8 +845,8 @@ class QueryPipeline(QueryComponent):
             if link.src_key is None:
                 if len(output) != 1:
                     raise ValueError(
-                        f"link {key!r} -> {link.dest!r}: {key!r} returned several outputs "
-                        f"{_names(output)}; choose one with src_key=..."
+                        f"link {key!r} -> {link.dest!r}: {key!r} returned {len(output)} outputs "
+                        f"{_names(output)}, the link needs one; choose it with src_key=..."
                     )
                 value = next(iter(output.values()))
             elif link.src_key in output:
@@ -925,7 +949,33 @@ class QueryPipeline(QueryComponent):
 
     def _no_callbacks(self, callback_manager: Any) -> None:
         if callback_manager is not None:
-            warn_callback_manager("QueryPipeline.run", stacklevel=4)
+            warn_callback_manager("QueryPipeline.run", stacklevel=5)
+
+    def _no_batch_here(self, batch: bool | None, where: str) -> None:
+        if batch is not None:
+            raise ValueError(f"batch is not supported by {where}; use run(..., batch=True)")
+
+    def _sync_run(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], direct: bool, callback_manager: Any, batch: bool
+    ) -> tuple[Any, dict[str, ComponentIntermediates]]:
+        self._no_callbacks(callback_manager)
+        root, kwargs = self._root_inputs(args, kwargs)
+        if batch:
+            runs = [self._run_graph({root: one}) for one in self._batch(kwargs)]
+            return [self._single(rs, direct) for rs in runs], {}
+        rs = self._run_graph(self._check_roots({root: kwargs}))
+        return self._single(rs, direct), rs.intermediates
+
+    async def _async_run(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], direct: bool, callback_manager: Any, batch: bool
+    ) -> tuple[Any, dict[str, ComponentIntermediates]]:
+        self._no_callbacks(callback_manager)
+        root, kwargs = self._root_inputs(args, kwargs)
+        if batch:
+            runs = await asyncio.gather(*(self._arun_graph({root: one}) for one in self._batch(kwargs)))
+            return [self._single(rs, direct) for rs in runs], {}
+        rs = await self._arun_graph(self._check_roots({root: kwargs}))
+        return self._single(rs, direct), rs.intermediates
 
     def run(
         self,
@@ -936,28 +986,21 @@ class QueryPipeline(QueryComponent):
         **kwargs: Any,
     ) -> Any:
         """Run from the one root module; returns the output of the module that ended the run
-        (its value alone if it has one output and ``return_values_direct``)."""
-        return self.run_with_intermediates(
-            *args, return_values_direct=return_values_direct, callback_manager=callback_manager,
-            _batch=batch, **kwargs,
-        )[0]
+        (its value alone if it has one output and ``return_values_direct``). ``batch=True``:
+        every input is a list, one run per position, a list of results."""
+        return self._sync_run(args, kwargs, return_values_direct, callback_manager, batch)[0]
 
     def run_with_intermediates(
         self,
         *args: Any,
         return_values_direct: bool = True,
         callback_manager: Any = None,
-        _batch: bool = False,
+        batch: bool | None = None,
         **kwargs: Any,
     ) -> tuple[Any, dict[str, ComponentIntermediates]]:
         """``run``, plus what each module got and gave."""
-        self._no_callbacks(callback_manager)
-        root, kwargs = self._root_inputs(args, kwargs)
-        if _batch:
-            runs = [self._run_graph({root: one}) for one in self._batch(kwargs)]
-            return [self._single(rs, return_values_direct) for rs in runs], {}
-        rs = self._run_graph(self._check_roots({root: kwargs}))
-        return self._single(rs, return_values_direct), rs.intermediates
+        self._no_batch_here(batch, "run_with_intermediates")
+        return self._sync_run(args, kwargs, return_values_direct, callback_manager, False)
 
     async def arun(
         self,
@@ -968,27 +1011,19 @@ class QueryPipeline(QueryComponent):
         **kwargs: Any,
     ) -> Any:
         """Async ``run``: modules that are ready together run concurrently (``num_workers``)."""
-        result = await self.arun_with_intermediates(
-            *args, return_values_direct=return_values_direct, callback_manager=callback_manager,
-            _batch=batch, **kwargs,
-        )
-        return result[0]
+        return (await self._async_run(args, kwargs, return_values_direct, callback_manager, batch))[0]
 
     async def arun_with_intermediates(
         self,
         *args: Any,
         return_values_direct: bool = True,
         callback_manager: Any = None,
-        _batch: bool = False,
+        batch: bool | None = None,
         **kwargs: Any,
     ) -> tuple[Any, dict[str, ComponentIntermediates]]:
-        self._no_callbacks(callback_manager)
-        root, kwargs = self._root_inputs(args, kwargs)
-        if _batch:
-            runs = await asyncio.gather(*(self._arun_graph({root: one}) for one in self._batch(kwargs)))
-            return [self._single(rs, return_values_direct) for rs in runs], {}
-        rs = await self._arun_graph(self._check_roots({root: kwargs}))
-        return self._single(rs, return_values_direct), rs.intermediates
+        """Async ``run_with_intermediates``."""
+        self._no_batch_here(batch, "arun_with_intermediates")
+        return await self._async_run(args, kwargs, return_values_direct, callback_manager, False)
 
     def run_multi(self, module_input_dict: Mapping[str, Any], callback_manager: Any = None) -> dict[str, Any]:
         """Run with inputs for several roots, ``{root_key: {input: value}}``; returns

@@ -239,6 +239,14 @@ def test_missing_and_unexpected_inputs_fail_naming_the_module_and_the_inputs() -
     ambiguous.add_link("a", "two")
     with pytest.raises(ValueError, match=r"link 'a' -> 'two' has no dest_key.*\['p', 'q'\]"):
         ambiguous.run(x=1)
+    fan = QueryPipeline(modules={"in": InputComponent(), "out": FnComponent(fn=lambda v: v)})
+    fan.add_link("in", "out")
+    with pytest.raises(ValueError, match=r"'in' returned 2 outputs \['a', 'b'\], the link needs one; .*src_key"):
+        fan.run(a=1, b=2)
+    picky = QueryPipeline(modules={"in": InputComponent(), "out": FnComponent(fn=lambda v: v)})
+    picky.add_link("in", "out", src_key="c")
+    with pytest.raises(ValueError, match=r"src_key 'c' is not an output of 'in'; it returned \['a'\]"):
+        picky.run(a=1)
 
 
 def test_callback_manager_is_accepted_and_said_to_have_no_effect() -> None:
@@ -424,9 +432,99 @@ def test_worker_callback_manager_warns_and_html_escapes_module_keys() -> None:
         worker = make_worker(qp, callback_manager=object())
     html = worker._repr_html_()
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>bold</b>" not in html
-    agent = AgentRunner(worker)
-    task = agent.create_task("g")
+    assert "QueryPipelineAgentWorker" in AgentRunner(worker)._repr_html_()
+
+
+def test_the_panel_steps_shows_a_failure_retries_undoes_and_runs_to_the_end() -> None:
+    import re
+
+    from nbagent import TaskStatus
+
+    failed: set[int] = set()
+
+    def attempt(state: dict[str, Any]) -> tuple[AgentChatResponse, bool]:
+        step_state = state["step_state"]
+        n = step_state["n"] = step_state.get("n", 0) + 1
+        if n == 2 and not failed:
+            failed.add(n)
+            raise ValueError("pipeline failed once")
+        return AgentChatResponse(response=f"the answer is {n}" if n >= 4 else f"partial {n}"), n >= 4
+
+    agent = AgentRunner(make_worker(QueryPipeline(chain=[StatefulFnComponent(fn=attempt)])))
+    task = agent.create_task("panel")
+    panel = agent.panel(task)
+
+    def statuses() -> list[str]:
+        return re.findall(r"^\s+s\d+ \[label=<<B>#\d+ (\w+)", panel.graph.source, re.M)
+
+    panel.step()
+    result = panel.step()
+    assert isinstance(result, ValueError) and "pipeline failed once" in panel.status_line.value
+    assert statuses() == ["done", "failed"] and task.extra_state["n"] == 1
+    assert not isinstance(panel.retry(), BaseException)
+    assert statuses() == ["done", "done", "queued"] and task.extra_state["n"] == 2
+    panel.undo()
+    assert task.extra_state["n"] == 1
+    out = panel.run()
+    assert out is not None and not isinstance(out, BaseException) and out.is_last
+    assert agent.state_of(task).status == TaskStatus.FINALIZED
+    assert "the answer is 4" in panel.transcript.value
+
+
+def test_a_saved_run_loads_and_finishes_with_the_same_answer_and_memory(tmp_path: Any) -> None:
+    agent = AgentRunner(make_worker(retry_pipeline()))
+    task = agent.create_task("save me")
     agent.run_step(task.task_id)
-    dot = agent.graph(task.task_id)
-    assert "QueryPipelineAgentWorker" in agent._repr_html_()
-    assert dot is not None
+    path = agent.save(tmp_path / "run.json")
+    loaded = AgentRunner.load(path, make_worker(retry_pipeline()))
+    assert loaded.get_task(task.task_id).extra_state["attempts"] == 1
+    while not loaded.run_step(task.task_id).is_last:
+        pass
+    assert str(loaded.finalize_response(task.task_id)) == "attempt 3"
+    assert [m.content for m in loaded.memory.get_all()] == ["save me", "done after 3"]
+
+
+def test_chainable_objects_and_custom_components_plug_in() -> None:
+    from nbagent.query_pipeline import ChainableMixin, CustomAgentComponent, CustomQueryComponent
+
+    class Shout(CustomQueryComponent):
+        @property
+        def _input_keys(self) -> set[str]:
+            return {"text"}
+
+        @property
+        def _output_keys(self) -> set[str]:
+            return {"loud"}
+
+        def _run_component(self, **kwargs: Any) -> dict[str, Any]:
+            return {"loud": kwargs["text"].upper() + kwargs.get("suffix", "")}
+
+    class Excited(ChainableMixin):
+        def _as_query_component(self, **kwargs: Any) -> Shout:
+            return Shout()
+
+    qp = QueryPipeline(chain=[Excited(), FnComponent(fn=lambda loud: loud + "!")])
+    assert qp.run(text="hi") == "HI!"
+    partial = Excited().as_query_component(partial={"text": "fixed"})
+    assert partial.free_req_input_keys == set()
+
+    class Counter(CustomAgentComponent):
+        @property
+        def _input_keys(self) -> set[str]:
+            return {"x"}
+
+        @property
+        def _output_keys(self) -> set[str]:
+            return {"output"}
+
+        def _run_component(self, **kwargs: Any) -> dict[str, Any]:
+            kwargs["state"]["n"] = kwargs["state"].get("n", 0) + kwargs["x"]
+            return {"output": (f"{kwargs['task'].input}:{kwargs['state']['n']}", kwargs["state"]["n"] >= 2)}
+
+    def agent_input(task: Any, state: dict[str, Any]) -> dict[str, Any]:
+        return {"x": 1}
+
+    counter = Counter()
+    worker = make_worker(QueryPipeline(chain=[AgentInputComponent(fn=agent_input), counter]))
+    assert worker.agent_components == [counter]
+    assert str(AgentRunner(worker).chat("c")) == "c:2"
