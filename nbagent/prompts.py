@@ -66,6 +66,15 @@ class PromptTemplate:
         """The filled text as one user message."""
         return [ChatMessage(role=MessageRole.USER, content=self.format(**kwargs))]
 
+    def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """This template as a query-pipeline module (``nbagent.query_pipeline``), with the
+        ``partial`` placeholders fixed."""
+        from nbagent.query_pipeline import PromptComponent
+
+        component = PromptComponent(self, llm=kwargs.get("llm"))
+        component.partial(**(partial or {}))
+        return component
+
     def __str__(self) -> str:
         return self.template
 

@@ -528,3 +528,16 @@ def test_chainable_objects_and_custom_components_plug_in() -> None:
     worker = make_worker(QueryPipeline(chain=[AgentInputComponent(fn=agent_input), counter]))
     assert worker.agent_components == [counter]
     assert str(AgentRunner(worker).chat("c")) == "c:2"
+
+
+def test_a_prompt_template_is_a_module_and_takes_partials() -> None:
+    from nbagent.prompts import PromptTemplate
+
+    llm = ScriptedLLM(["fine"])
+    template = PromptTemplate('Q: {question} ({style}) {"json": "braces stay"}')
+    qp = QueryPipeline(chain=[template.as_query_component(partial={"style": "short"}), llm])
+    assert qp.module_dict[qp.get_root_keys()[0]].free_req_input_keys == {"question"}
+    assert qp.run(question="how?").message.content == "fine"
+    assert llm.requests[0].messages[0].content == 'Q: how? (short) {"json": "braces stay"}'
+    bare = QueryPipeline(chain=[PromptTemplate("{a}+{b}")], modules=None)
+    assert bare.run_multi({bare.get_root_keys()[0]: {"a": 1, "b": 2}}) == {bare.get_root_keys()[0]: {"prompt": "1+2"}}

@@ -292,3 +292,92 @@ def test_llama_index_deprecated_agent_components_are_refused_at_construction() -
         qp = lib.QueryPipeline(chain=[AgentInputComponent(fn=lambda task, state: {"input": task.input})])
         with pytest.raises(TypeError, match="LlamaIndex's AgentInputComponent, which only takes LlamaIndex's Task"):
             QueryPipelineAgentWorker(qp)
+
+
+def llama_deprecated() -> types.SimpleNamespace:
+    lib = llama()
+    from llama_index.core import PromptTemplate
+    from llama_index.core.query_pipeline import AgentFnComponent, AgentInputComponent
+
+    lib.PromptTemplate, lib.AgentInputComponent, lib.AgentFnComponent = PromptTemplate, AgentInputComponent, AgentFnComponent
+    return lib
+
+
+def ours_deprecated() -> types.SimpleNamespace:
+    lib = ours()
+    from nbagent.prompts import PromptTemplate
+    from nbagent.query_pipeline import AgentFnComponent, AgentInputComponent
+
+    lib.PromptTemplate, lib.AgentInputComponent, lib.AgentFnComponent = PromptTemplate, AgentInputComponent, AgentFnComponent
+    return lib
+
+
+REWRITE = "Rewrite the question for a text-to-SQL engine.\nQuestion: {input}\nFailed attempts:\n{convo_history}\nNew question: "
+VALIDATE = "Does this answer the question? Answer YES or NO.\nQuestion: {input}\nSQL: {sql_query}\nResult: {sql_response}\n"
+
+
+def build_retry_agent(lib: types.SimpleNamespace, llm: Any, max_iter: int = 3) -> Any:
+    """The docs' "agent around a query pipeline" retry layer (deprecated flow): an
+    AgentInputComponent, a prompt, the model, a text-to-SQL engine (here a stand-in function),
+    and an AgentFnComponent that asks the model, in a mini pipeline, whether to stop."""
+    retry_prompt = lib.PromptTemplate(REWRITE)
+    validate_prompt = lib.PromptTemplate(VALIDATE)
+
+    def agent_input_fn(task: Any, state: dict[str, Any]) -> dict[str, Any]:
+        if "convo_history" not in state:
+            state["convo_history"] = []
+            state["count"] = 0
+        state["convo_history"].append(f"User: {task.input}")
+        return {"input": task.input, "convo_history": "\n".join(state["convo_history"])}
+
+    def sql_engine(input: Any) -> dict[str, Any]:
+        question = input.message.content
+        return {"sql_query": f"SELECT answer FROM facts WHERE q = '{question}'", "sql_response": f"rows for {question}"}
+
+    def agent_output_fn(task: Any, state: dict[str, Any], output: Any) -> tuple[Any, bool]:
+        state["convo_history"].append(f"Assistant (inferred SQL query): {output['sql_query']}")
+        state["convo_history"].append(f"Assistant (response): {output['sql_response']}")
+        check = validate_prompt.as_query_component(
+            partial={"sql_query": output["sql_query"], "sql_response": str(output["sql_response"])}
+        )
+        verdict = lib.QueryPipeline(chain=[check, llm]).run(input=task.input)
+        state["count"] += 1
+        is_done = state["count"] >= max_iter or "YES" in verdict.message.content
+        return lib.AgentChatResponse(response=str(output["sql_response"])), is_done
+
+    qp = lib.QueryPipeline(modules={
+        "input": lib.AgentInputComponent(fn=agent_input_fn),
+        "retry_prompt": retry_prompt,
+        "llm": llm,
+        "sql_query_engine": lib.FnComponent(fn=sql_engine),
+        "output_component": lib.AgentFnComponent(fn=agent_output_fn),
+    })
+    qp.add_link("input", "retry_prompt", src_key="input", dest_key="input")
+    qp.add_link("input", "retry_prompt", src_key="convo_history", dest_key="convo_history")
+    qp.add_chain(["retry_prompt", "llm", "sql_query_engine", "output_component"])
+    return lib.AgentRunner(lib.QueryPipelineAgentWorker(qp))
+
+
+def test_the_docs_retry_agent_deprecated_flow_gives_the_same_run_on_both() -> None:
+    from nbagent import ScriptedLLM
+
+    # per step: the rewritten question, then the validator's verdict
+    script = ["albums by AC/DC", "NO", "albums whose artist is AC/DC", "YES"]
+    runs = {}
+    reference, nb = llama_scripted_llm(script), ScriptedLLM(list(script))
+    for name, lib, llm in (("llama_index", llama_deprecated(), reference), ("nbagent", ours_deprecated(), nb)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            agent = build_retry_agent(lib, llm)
+        runs[name] = run_stepwise(agent, "How many albums did AC/DC make?")
+        task = agent.list_tasks()[-1]
+        runs[name] += (task.extra_state["convo_history"], task.extra_state["count"])
+    assert runs["nbagent"] == runs["llama_index"]
+    outputs, keys, final, history, count = runs["nbagent"]
+    assert outputs == ["rows for albums by AC/DC", "rows for albums whose artist is AC/DC"] and count == 2
+    assert keys == ["convo_history", "count", "memory", "sources"] and final == outputs[-1]
+    assert history[-1] == "Assistant (response): rows for albums whose artist is AC/DC"
+    # the model saw the same prompts, filled from the same state (4 calls: rewrite, validate, x2)
+    sent = [r.messages[-1].content for r in nb.requests]
+    assert reference.prompts == [f"user: {text}\nassistant: " for text in sent]
+    assert "Failed attempts:\nUser: How many albums did AC/DC make?\nAssistant (inferred SQL query)" in sent[2]
