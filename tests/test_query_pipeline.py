@@ -541,3 +541,45 @@ def test_a_prompt_template_is_a_module_and_takes_partials() -> None:
     assert llm.requests[0].messages[0].content == 'Q: how? (short) {"json": "braces stay"}'
     bare = QueryPipeline(chain=[PromptTemplate("{a}+{b}")], modules=None)
     assert bare.run_multi({bare.get_root_keys()[0]: {"a": 1, "b": 2}}) == {bare.get_root_keys()[0]: {"prompt": "1+2"}}
+
+
+def test_concurrent_tasks_in_a_batch_each_see_their_own_task_and_state() -> None:
+    """The pipeline's state is shared by its components: steps of different tasks running at
+    once (run_batch) must not see each other's task or step_state."""
+
+    async def think(state: dict[str, Any]) -> str:
+        text = state["task"].input
+        await asyncio.sleep(0.01)  # another task's step would start here
+        return text
+
+    def answer(state: dict[str, Any], text: str) -> tuple[str, bool]:
+        step_state = state["step_state"]
+        step_state["n"] = step_state.get("n", 0) + 1
+        same = text == state["task"].input
+        return f"{text}:{state['task'].input}:{same}:{step_state['n']}", step_state["n"] >= 2
+
+    qp = QueryPipeline(chain=[StatefulFnComponent(fn=think, async_fn=think), StatefulFnComponent(fn=answer)])
+    agent = AgentRunner(make_worker(qp))
+    inputs = [f"q{i}" for i in range(6)]
+    batch = agent.run_batch(inputs, max_concurrency=6)
+    assert [str(r) for r in batch.results] == [f"{q}:{q}:True:2" for q in inputs]
+
+
+def test_state_reaches_stateful_components_of_a_nested_pipeline() -> None:
+    inner_component = StatefulFnComponent(fn=lambda state, x: f"{state['task'].input}/{x}")
+    inner = QueryPipeline(chain=[inner_component])
+    outer = QueryPipeline(chain=[FnComponent(fn=lambda state_free: state_free), inner])
+    assert outer.stateful_components == [inner_component]
+
+    def finish(state: dict[str, Any], output: str) -> tuple[str, bool]:
+        return output, True
+
+    outer.add("finish", StatefulFnComponent(fn=finish))
+    outer.add_link(outer.get_leaf_keys()[0], "finish")
+
+    def start(state: dict[str, Any]) -> str:
+        return "from-start"
+
+    pipeline = QueryPipeline(chain=[StatefulFnComponent(fn=start), outer])
+    agent = AgentRunner(make_worker(pipeline))
+    assert str(agent.chat("nested")) == "nested/from-start"

@@ -14,14 +14,18 @@ works too.
 
 Everything that must outlive a step lives in ``step_state`` / ``task.extra_state``, which the
 runner snapshots: a step whose pipeline raises stays queued with its state as it was, and undo
-works. Any object with ``run`` / ``arun`` / ``update_state`` / ``module_dict`` /
+works. The pipeline's components share one state, so one worker runs one pipeline at a time:
+steps of tasks run together (``run_batch``) take turns instead of seeing each other's task. Any object with ``run`` / ``arun`` / ``update_state`` / ``module_dict`` /
 ``get_root_keys`` is accepted as the pipeline, e.g. LlamaIndex's own ``QueryPipeline`` with its
 ``StatefulFnComponent`` modules.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +74,10 @@ class QueryPipelineAgentWorker(BaseAgentWorker):
         if task_key == step_state_key:
             raise ValueError(f"task_key and step_state_key must differ, both are {task_key!r}")
         self.pipeline = pipeline
+        self._sync_lock = threading.Lock()
+        self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self.task_key = task_key
         self.step_state_key = step_state_key
         if callback_manager is not None:
@@ -135,21 +143,31 @@ class QueryPipelineAgentWorker(BaseAgentWorker):
 
     def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         """One run of the pipeline."""
-        self.preprocess(task, step)
-        if self._uses_deprecated():
-            result = self.pipeline.run(state=step.step_state, task=task)
-        else:
-            result = self.pipeline.run()
+        with self._sync_lock:
+            self.preprocess(task, step)
+            if self._uses_deprecated():
+                result = self.pipeline.run(state=step.step_state, task=task)
+            else:
+                result = self.pipeline.run()
         return self._step_output(result, step, task)
 
     async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         """One run of the pipeline (async)."""
-        self.preprocess(task, step)
-        if self._uses_deprecated():
-            result = await self.pipeline.arun(state=step.step_state, task=task)
-        else:
-            result = await self.pipeline.arun()
+        async with self._loop_lock():
+            self.preprocess(task, step)
+            if self._uses_deprecated():
+                result = await self.pipeline.arun(state=step.step_state, task=task)
+            else:
+                result = await self.pipeline.arun()
         return self._step_output(result, step, task)
+
+    def _loop_lock(self) -> asyncio.Lock:
+        """This event loop's lock: the pipeline's shared state serves one step at a time."""
+        loop = asyncio.get_running_loop()
+        lock = self._async_locks.get(loop)
+        if lock is None:
+            lock = self._async_locks[loop] = asyncio.Lock()
+        return lock
 
     def stream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         raise NotImplementedError(_NO_STREAMING)
