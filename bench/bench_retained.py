@@ -1,19 +1,37 @@
 """Retained bytes per CustomSimpleAgentWorker step (undo on) and per finished task, and how an
-offline (scripted) tool loop's step time grows over 1,000 steps."""
+offline (scripted) tool loop's step time grows over 1,000 steps.
+
+The same workers run on the real LlamaIndex AgentRunner when ``llama_index.core`` is
+importable (it keeps no undo history), so the figures compare like with like: "plain" steps
+answer and count; "message + source" steps also put a ChatMessage into memory and a
+ToolOutput into sources, which both runners rightly keep.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import io
 import sys
 import time
 import tracemalloc
+import warnings
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nbagent import AgentChatResponse, AgentRunner, CustomSimpleAgentWorker, ReActAgentWorker, ScriptedLLM  # noqa: E402
+from nbagent import (  # noqa: E402
+    AgentChatResponse,
+    AgentRunner,
+    ChatMessage,
+    CustomSimpleAgentWorker,
+    MessageRole,
+    ReActAgentWorker,
+    ScriptedLLM,
+    ToolOutput,
+)
 
 STEPS = 5_000
 CHATS = 500
@@ -45,11 +63,19 @@ def retained(fn: Any) -> int:
     return after - before
 
 
-def per_step() -> float:
+def long_step(state: dict[str, Any], keep: bool, chat: Any, tool: Any, role: Any, response: Any) -> Any:
+    """One step of the never-ending worker (the same code on both runners)."""
+    state["count"] += 1
+    if keep:
+        state["memory"].put(chat(role=role.ASSISTANT, content=f"step {state['count']}"))
+        state["sources"].append(tool(content=str(state["count"]), tool_name="count", raw_input={}, raw_output=state["count"]))
+    return response(response="ok"), False
+
+
+def per_step(keep: bool = False) -> float:
     class Long(Plain):
         def _run_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> tuple[AgentChatResponse, bool]:
-            state["count"] += 1
-            return AgentChatResponse(response="ok"), False
+            return long_step(state, keep, ChatMessage, ToolOutput, MessageRole, AgentChatResponse)  # type: ignore[no-any-return]
 
     def run() -> Any:
         runner = AgentRunner(Long())
@@ -58,6 +84,52 @@ def per_step() -> float:
         async def go() -> None:
             for _ in range(STEPS):
                 await runner.arun_step(task)
+
+        asyncio.run(go())
+        return runner
+
+    return retained(run) / STEPS
+
+
+def llama_index_per_step(keep: bool = False) -> float | None:
+    """The same worker on LlamaIndex's own AgentRunner (None: llama_index not installed)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from llama_index.core import Settings
+            from llama_index.core.agent import AgentRunner as LIRunner
+            from llama_index.core.agent import CustomSimpleAgentWorker as LIWorker
+            from llama_index.core.chat_engine.types import AgentChatResponse as LIResponse
+            from llama_index.core.llms import ChatMessage as LIMessage
+            from llama_index.core.llms import MessageRole as LIRole
+            from llama_index.core.llms import MockLLM
+            from llama_index.core.tools import ToolOutput as LIToolOutput
+    except ImportError:
+        return None
+    Settings.tokenizer = str.split  # offline: its default tokenizer would download one
+
+    class Long(LIWorker):  # type: ignore[misc, valid-type]
+        def _initialize_state(self, task: Any, **kwargs: Any) -> dict[str, Any]:
+            return {"count": 0}
+
+        def _run_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> Any:
+            return long_step(state, keep, LIMessage, LIToolOutput, LIRole, LIResponse)
+
+        async def _arun_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> Any:
+            return self._run_step(state, task, input)
+
+        def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+            pass
+
+    def run() -> Any:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")  # its deprecation notice forces "always": hush it
+            runner = LIRunner(Long(tools=[], llm=MockLLM()))
+        task = runner.create_task("go")
+
+        async def go() -> None:
+            for _ in range(STEPS):
+                await runner.arun_step(task.task_id)
 
         asyncio.run(go())
         return runner
@@ -98,6 +170,12 @@ def tool_loop_growth() -> tuple[float, float]:
 def main() -> None:
     retained(lambda: per_step.__name__)  # warm tracemalloc
     print(f"retained per CustomSimpleAgentWorker step (undo on): {per_step():7.0f} B/step over {STEPS:,} steps (target <= 1500)")
+    print(f"  with a message and a source per step:              {per_step(keep=True):7.0f} B/step")
+    li_plain = llama_index_per_step()
+    if li_plain is not None:
+        li_keep = llama_index_per_step(keep=True)
+        print(f"  LlamaIndex AgentRunner, same worker (no undo):     {li_plain:7.0f} B/step; "
+              f"with a message and a source {li_keep:.0f} B/step")
     print(f"retained per finished 2-step chat:                   {per_chat(None):7.0f} B/task over {CHATS} chats")
     print(f"  with max_finished_tasks=10:                        {per_chat(10):7.0f} B/task")
     try:

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from nbagent import _sync
+from nbagent._dicts import shared_keys
 from nbagent.ids import new_id
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
@@ -52,7 +53,8 @@ class _LeanModel(BaseModel):
 
     Steps and step outputs are kept for the whole life of a task (thousands of them); a
     private set per instance is a few hundred bytes each for information that is nearly
-    always the same. Assigning an attribute gives the instance its own copy first.
+    always the same. Assigning an attribute gives the instance its own copy first. The
+    fields' values sit in a dict that shares its keys with the other instances (``_dicts``).
     """
 
     def model_post_init(self, __context: Any) -> None:
@@ -62,6 +64,7 @@ class _LeanModel(BaseModel):
         if shared is None:
             shared = _FIELDS_SETS.setdefault(key, _SharedFieldsSet(fs))
         object.__setattr__(self, "__pydantic_fields_set__", shared)
+        object.__setattr__(self, "__dict__", shared_keys(self.__dict__))  # the field names once
 
     def __setattr__(self, name: str, value: Any) -> None:
         if type(self.__pydantic_fields_set__) is _SharedFieldsSet:

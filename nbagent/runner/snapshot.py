@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Generic, SupportsIndex, TypeVar
 
+from nbagent._dicts import shared_keys
+
 __all__ = ["AppendLog", "snapshot_dict", "restore_dict"]
 
 T = TypeVar("T")
@@ -64,7 +66,10 @@ def _snap_value(value: Any, memo: dict[int, Any], prev: Any = None) -> Any:
         return value  # kept as it is: nothing to save
     snap = getattr(value, "snapshot", None)
     if snap is not None and callable(snap) and hasattr(value, "restore"):
-        return _Saved(value, snap(), False)
+        token = snap()
+        if isinstance(prev, _Saved) and prev.value is value and not prev.is_copy and _same_token(prev.token, token):
+            return prev  # unchanged since the previous step: restoring either is the same
+        return _Saved(value, token, False)
     if isinstance(value, tuple) and all(isinstance(v, _IMMUTABLE) for v in value):
         return value
     if (
@@ -80,6 +85,12 @@ def _snap_value(value: Any, memo: dict[int, Any], prev: Any = None) -> Any:
         memo[id(value)] = prev.value
         return prev
     return _Saved(copy.deepcopy(value, memo), None, True)
+
+
+def _same_token(a: Any, b: Any) -> bool:
+    """Two snapshot tokens restore the same: the same object, or equal plain scalars (an
+    ``AppendLog``'s length)."""
+    return a is b or (type(a) is type(b) and type(a) in (int, str) and a == b)
 
 
 _PLAIN = (dict, list, set)  # containers whose == compares contents (cheaper than a deep copy)
@@ -115,7 +126,7 @@ def snapshot_dict(
         return tuple(x for item in d.items() for x in item)
     memo = {} if memo is None else memo
     before = prev if isinstance(prev, dict) else {}
-    return {k: _snap_value(v, memo, before.get(k)) for k, v in d.items()}
+    return shared_keys({k: _snap_value(v, memo, before.get(k)) for k, v in d.items()})
 
 
 def restore_dict(
