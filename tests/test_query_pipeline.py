@@ -60,6 +60,11 @@ def test_input_component_passes_inputs_on_and_links_pick_outputs() -> None:
     )
     out = qp.run_multi({"in": {"first": 2, "second": 3}})
     assert out == {"a": {"output": 20}, "b": {"output": -3}}
+    out, steps = qp.run_multi_with_intermediates({"in": {"first": 1, "second": 1}})
+    assert out == {"a": {"output": 10}, "b": {"output": -1}} and steps["in"].outputs == {"first": 1, "second": 1}
+    assert asyncio.run(qp.arun_multi({"in": {"first": 2, "second": 3}})) == {"a": {"output": 20}, "b": {"output": -3}}
+    with pytest.raises(ValueError, match=r"run_multi\(batch=True\) is not supported.*once per input"):
+        qp.run_multi({"in": {"first": [1], "second": [2]}}, batch=True)
     with pytest.raises(ValueError, match=r"returns one output, but 2 modules ended the run: \['a', 'b'\]"):
         qp.run(first=2, second=3)
 

@@ -441,7 +441,7 @@ class QueryPipeline(QueryComponent):
 
     def _no_callbacks(self, callback_manager: Any) -> None:
         if callback_manager is not None:
-            warn_callback_manager("QueryPipeline.run", stacklevel=5)
+            warn_callback_manager("QueryPipeline.run", stacklevel=4)
 
     def _no_batch_here(self, batch: bool | None, where: str) -> None:
         if batch is not None:
@@ -517,15 +517,44 @@ class QueryPipeline(QueryComponent):
         self._no_batch_here(batch, "arun_with_intermediates")
         return await self._async_run(args, kwargs, return_values_direct, callback_manager, False)
 
-    def run_multi(self, module_input_dict: Mapping[str, Any], callback_manager: Any = None) -> dict[str, Any]:
+    def _multi_args(self, callback_manager: Any, batch: bool) -> None:
+        self._no_callbacks(callback_manager)
+        if batch:
+            raise ValueError(
+                "run_multi(batch=True) is not supported by nbagent's QueryPipeline; call run_multi "
+                "once per input (run(..., batch=True) batches a one-root pipeline)"
+            )
+
+    def run_multi(
+        self, module_input_dict: Mapping[str, Any], callback_manager: Any = None, batch: bool = False
+    ) -> dict[str, Any]:
         """Run with inputs for several roots, ``{root_key: {input: value}}``; returns
         ``{module_key: outputs}`` for every module that ended the run."""
-        self._no_callbacks(callback_manager)
+        self._multi_args(callback_manager, batch)
         return self._ends(self._run_graph(self._check_roots(module_input_dict)))
 
-    async def arun_multi(self, module_input_dict: Mapping[str, Any], callback_manager: Any = None) -> dict[str, Any]:
-        self._no_callbacks(callback_manager)
+    def run_multi_with_intermediates(
+        self, module_input_dict: Mapping[str, Any], callback_manager: Any = None
+    ) -> tuple[dict[str, Any], dict[str, ComponentIntermediates]]:
+        """``run_multi``, plus what each module got and gave."""
+        self._multi_args(callback_manager, False)
+        rs = self._run_graph(self._check_roots(module_input_dict))
+        return self._ends(rs), rs.intermediates
+
+    async def arun_multi(
+        self, module_input_dict: Mapping[str, Any], callback_manager: Any = None, batch: bool = False
+    ) -> dict[str, Any]:
+        """Async ``run_multi``."""
+        self._multi_args(callback_manager, batch)
         return self._ends(await self._arun_graph(self._check_roots(module_input_dict)))
+
+    async def arun_multi_with_intermediates(
+        self, module_input_dict: Mapping[str, Any], callback_manager: Any = None
+    ) -> tuple[dict[str, Any], dict[str, ComponentIntermediates]]:
+        """Async ``run_multi_with_intermediates``."""
+        self._multi_args(callback_manager, False)
+        rs = await self._arun_graph(self._check_roots(module_input_dict))
+        return self._ends(rs), rs.intermediates
 
     # a pipeline is a component too -------------------------------------------------------
     @property
