@@ -67,6 +67,7 @@ _EXPORTS: dict[str, str] = {
     "NetworkBlockedError": "nbagent.llms",
     # runners and workers
     "AgentRunner": "nbagent.runner.base",
+    "BaseAgent": "nbagent.runner.base",
     "ParallelAgentRunner": "nbagent.runner.parallel",
     "TaskState": "nbagent.runner.state",
     "AgentState": "nbagent.runner.agent_state",
@@ -89,6 +90,8 @@ _EXPORTS: dict[str, str] = {
     "StepGraph": "nbagent.viz.graph",
     "ReActAgent": "nbagent.agents",
     "OpenAIAgent": "nbagent.agents",
+    "OldOpenAIAgent": "nbagent.agents",
+    "OldReActAgent": "nbagent.agents",
     "FunctionCallingAgent": "nbagent.agents",
     # multi-agent workflows
     "AgentWorkflow": "nbagent.workflow",
@@ -112,7 +115,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
-    from nbagent.agents import FunctionCallingAgent, OpenAIAgent, ReActAgent
+    from nbagent.agents import FunctionCallingAgent, OldOpenAIAgent, OldReActAgent, OpenAIAgent, ReActAgent
     from nbagent.events import EventDispatcher
     from nbagent.approval import PendingCall
     from nbagent.batch import BatchRun, BatchTaskError
@@ -137,7 +140,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.mcp import BasicMCPClient, MCPServerError, McpTool, McpToolSpec
     from nbagent.memory import ChatMemoryBuffer
     from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
-    from nbagent.runner.base import AgentRunner, TaskStateError, UnknownTaskError
+    from nbagent.runner.base import AgentRunner, BaseAgent, TaskStateError, UnknownTaskError
     from nbagent.runner.parallel import ParallelAgentRunner
     from nbagent.persist import PersistError, allow_type
     from nbagent.prompts import PromptTemplate

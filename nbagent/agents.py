@@ -13,7 +13,7 @@ from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
 from nbagent.runner.base import AgentRunner
 
-__all__ = ["ReActAgent", "OpenAIAgent", "FunctionCallingAgent"]
+__all__ = ["ReActAgent", "OpenAIAgent", "FunctionCallingAgent", "OldOpenAIAgent", "OldReActAgent"]
 
 _RUNNER_KEYS = (
     "memory",
@@ -97,3 +97,9 @@ class OpenAIAgent(FunctionCallingAgent):
         from nbagent.workers.function_calling import OpenAIAgentWorker
 
         return OpenAIAgentWorker.from_tools(tools=tools, llm=llm, **kwargs)
+
+
+# The guide's "older legacy implementations" (``from llama_index.core.agent import
+# OldOpenAIAgent, OldReActAgent``): the same agents, which also run step by step.
+OldOpenAIAgent = OpenAIAgent
+OldReActAgent = ReActAgent

@@ -12,6 +12,7 @@ import asyncio
 import copy
 import os
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
@@ -51,7 +52,7 @@ from nbagent.schema import (
 )
 from nbagent.workers.base import BaseAgentWorker
 
-__all__ = ["AgentRunner", "TaskRef", "UnknownTaskError", "TaskStateError"]
+__all__ = ["AgentRunner", "BaseAgent", "TaskRef", "UnknownTaskError", "TaskStateError"]
 
 TaskRef = Union[Task, str]
 Mode = Literal["wait", "stream"]
@@ -83,7 +84,53 @@ def _busy(state: TaskState) -> str:
     )
 
 
-class AgentRunner(PromptMixin):
+class BaseAgent(PromptMixin, ABC):
+    """The reference's ``BaseAgent``: a chat engine that also answers one-off queries.
+
+    ``AgentRunner`` is nbagent's implementation (step by step); this base is here so code
+    written for the reference can subclass it or check ``isinstance(agent, BaseAgent)``.
+    As on the reference, streaming is optional: by default it raises NotImplementedError.
+    """
+
+    @property
+    @abstractmethod
+    def chat_history(self) -> list[ChatMessage]:
+        """The conversation so far."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget the conversation."""
+
+    @abstractmethod
+    def chat(self, message: str, chat_history: Sequence[ChatMessage] | None = None) -> AgentChatResponse:
+        """Answer ``message``; ``chat_history``, if given, replaces the conversation first."""
+
+    @abstractmethod
+    async def achat(
+        self, message: str, chat_history: Sequence[ChatMessage] | None = None
+    ) -> AgentChatResponse:
+        """Async ``chat``."""
+
+    def stream_chat(
+        self, message: str, chat_history: Sequence[ChatMessage] | None = None
+    ) -> StreamingAgentChatResponse:
+        raise NotImplementedError("stream_chat not implemented")
+
+    async def astream_chat(
+        self, message: str, chat_history: Sequence[ChatMessage] | None = None
+    ) -> StreamingAgentChatResponse:
+        raise NotImplementedError("astream_chat not implemented")
+
+    def query(self, query: str) -> AgentChatResponse:
+        """Answer ``query`` with no conversation history (the reference's query engine side)."""
+        return self.chat(query, chat_history=[])
+
+    async def aquery(self, query: str) -> AgentChatResponse:
+        """Async ``query``."""
+        return await self.achat(query, chat_history=[])
+
+
+class AgentRunner(BaseAgent):
     """Orchestrates tasks for one worker, keeps their state and the conversation memory.
 
     ``state`` (an ``AgentState``) holds the tasks (``runner.state.task_dict`` is
