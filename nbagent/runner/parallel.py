@@ -29,7 +29,7 @@ import itertools
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent import _sync
 from nbagent.runner import txn
@@ -38,6 +38,13 @@ from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.runner.state import _NO_STATE, StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import TaskStep, TaskStepOutput
 from nbagent.workers.base import BaseAgentWorker
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from nbagent.memory import ChatMemoryBuffer
+    from nbagent.messages import ChatMessage
+    from nbagent.runner.agent_state import AgentState
 
 __all__ = ["ParallelAgentRunner", "BranchSnapshot", "DEFAULT_MAX_CONCURRENCY"]
 
@@ -90,13 +97,31 @@ class ParallelAgentRunner(AgentRunner):
     def __init__(
         self,
         agent_worker: BaseAgentWorker,
-        *args: Any,
+        chat_history: Sequence[ChatMessage] | None = None,
+        state: AgentState | None = None,
+        memory: ChatMemoryBuffer | None = None,
+        llm: Any = None,
+        callback_manager: Any = None,
+        init_task_state_kwargs: dict[str, Any] | None = None,
+        delete_task_on_finish: bool = False,
+        *,
         max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY,
         **kwargs: Any,
     ) -> None:
-        """Takes ``AgentRunner``'s arguments, plus ``max_concurrency`` (None: no bound)."""
+        """The reference's arguments in its order, plus ``max_concurrency`` (None: no bound);
+        ``kwargs`` are ``AgentRunner``'s others (``default_tool_choice``, ``verbose``, ...)."""
         self.max_concurrency = max_concurrency
-        super().__init__(agent_worker, *args, **kwargs)
+        super().__init__(
+            agent_worker,
+            chat_history=chat_history,
+            state=state,
+            memory=memory,
+            llm=llm,
+            callback_manager=callback_manager,
+            init_task_state_kwargs=init_task_state_kwargs,
+            delete_task_on_finish=delete_task_on_finish,
+            **kwargs,
+        )
 
     @property
     def max_concurrency(self) -> int | None:

@@ -65,7 +65,12 @@ class BaseAgentWorker(PromptMixin, ABC):
         """Hook run once when the task is finalized (the runner merges memory itself)."""
 
     def set_callback_manager(self, callback_manager: Any) -> None:
-        """Accepted for compatibility with the reference API; events replace callbacks."""
+        """Accepted for compatibility with the reference API and has no effect (a warning
+        says so): the runner's events replace callbacks (``runner.subscribe``)."""
+        if callback_manager is not None:
+            from nbagent._compat import warn_callback_manager
+
+            warn_callback_manager(f"{type(self).__name__}.set_callback_manager")
 
     def as_agent(self, **kwargs: Any) -> AgentRunner:
         """This worker inside a new AgentRunner."""

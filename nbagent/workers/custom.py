@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from nbagent._compat import pop_callback_manager, warn_callback_manager
+from nbagent._compat import warn_callback_manager
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, as_tools
@@ -29,13 +29,33 @@ RESERVED_STATE_KEYS = ("memory", "sources")
 class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
     """Base for simple sequential agents; subclass and implement the three methods."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt argument is an error
 
     tools: Sequence[Any] = Field(default_factory=list, description="Tools the agent may use")
     llm: Any = Field(default=None, description="The model (an nbagent LLM)")
     tool_retriever: Any = Field(default=None, description="Object with retrieve(text) -> tools")
     verbose: bool = Field(default=False, description="Print each step")
     _get_tools: Callable[[str], Sequence[FunctionTool]] = PrivateAttr()
+
+    def __init__(
+        self,
+        tools: Sequence[Any] | None = None,
+        llm: Any = None,
+        callback_manager: Any = None,
+        verbose: bool = False,
+        tool_retriever: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """The reference's arguments, in its order (a subclass's own fields go in ``kwargs``)."""
+        if callback_manager is not None:
+            kwargs["callback_manager"] = callback_manager  # the validator warns about it
+        super().__init__(
+            tools=[] if tools is None else tools,
+            llm=llm,
+            verbose=verbose,
+            tool_retriever=tool_retriever,
+            **kwargs,
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -64,10 +84,12 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
         tools: Sequence[Any] | None = None,
         tool_retriever: Any = None,
         llm: Any = None,
+        callback_manager: Any = None,
         verbose: bool = False,
         **kwargs: Any,
     ) -> CustomSimpleAgentWorker:
-        pop_callback_manager(kwargs, "from_tools")
+        if callback_manager is not None:
+            warn_callback_manager("from_tools")
         return cls(tools=list(tools or []), tool_retriever=tool_retriever, llm=llm, verbose=verbose, **kwargs)
 
     def get_tools(self, input: str) -> list[FunctionTool]:
