@@ -209,6 +209,7 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         stepwise: bool = False,
         checkpoint_callback: Any = None,
         max_iterations: int | None = None,
+        start_event: Any = None,
         **kwargs: Any,
     ) -> WorkflowHandler:
         """Run this agent alone, exactly as ``AgentWorkflow([agent]).run(...)`` would."""
@@ -220,6 +221,7 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
             stepwise=stepwise,
             checkpoint_callback=checkpoint_callback,
             max_iterations=max_iterations,
+            start_event=start_event,
             **kwargs,
         )
 

@@ -91,7 +91,11 @@ def _fill(template: PromptTemplate, **values: str) -> str:
     return template.format(**values)
 
 
-_PROMPT_WORDS = {"handoff_prompt": "Handoff prompt", "state_prompt": "State prompt"}
+_PROMPT_WORDS = {
+    "handoff_prompt": "Handoff prompt",
+    "handoff_output_prompt": "Handoff output prompt",
+    "state_prompt": "State prompt",
+}
 
 
 def _template(value: Any, what: str, needed: tuple[str, ...]) -> PromptTemplate:
@@ -111,7 +115,8 @@ class AgentWorkflow(Workflow, PromptMixin):
     ``root_agent`` names the agent that starts (needed with more than one agent).
     ``initial_state`` is a dict every run's context starts with (under the key ``"state"``);
     when it is not empty, each user message is wrapped in ``state_prompt`` (``{state}`` and
-    ``{msg}``). ``handoff_prompt`` is the handoff tool's description (``{agent_info}``).
+    ``{msg}``). ``handoff_prompt`` is the handoff tool's description (``{agent_info}``);
+    ``handoff_output_prompt`` is what the tool answers (``{to_agent}`` and ``{reason}``).
     ``max_iterations`` caps the agent steps of one run (default 20).
     """
 
@@ -121,13 +126,15 @@ class AgentWorkflow(Workflow, PromptMixin):
         initial_state: dict[str, Any] | None = None,
         root_agent: str | None = None,
         handoff_prompt: str | PromptTemplate | None = None,
+        handoff_output_prompt: str | PromptTemplate | None = None,
         state_prompt: str | PromptTemplate | None = None,
         timeout: float | None = None,
-        max_iterations: int = 20,
-        _standalone: bool = False,
         output_cls: Any = None,
         structured_output_fn: Any = None,
+        *,
+        max_iterations: int = 20,
         approve_tools: Any = None,
+        _standalone: bool = False,
         **workflow_kwargs: Any,
     ) -> None:
         super().__init__(timeout=timeout, **workflow_kwargs)
@@ -186,6 +193,9 @@ class AgentWorkflow(Workflow, PromptMixin):
         self.handoff_prompt: PromptTemplate = _template(
             handoff_prompt or DEFAULT_HANDOFF_PROMPT, "handoff_prompt", ("agent_info",)
         )
+        self.handoff_output_prompt: PromptTemplate = _template(
+            handoff_output_prompt or DEFAULT_HANDOFF_OUTPUT_PROMPT, "handoff_output_prompt", ("to_agent", "reason")
+        )
         self.state_prompt: PromptTemplate = _template(
             state_prompt or DEFAULT_STATE_PROMPT, "state_prompt", ("state", "msg")
         )
@@ -195,17 +205,27 @@ class AgentWorkflow(Workflow, PromptMixin):
 
     # ----- prompts (the reference's keys: handoff_prompt, state_prompt, "<agent>:<key>") ----
     def _get_prompts(self) -> PromptDictType:
-        return {"handoff_prompt": self.handoff_prompt, "state_prompt": self.state_prompt}
+        return {
+            "handoff_prompt": self.handoff_prompt,
+            "handoff_output_prompt": self.handoff_output_prompt,
+            "state_prompt": self.state_prompt,
+        }
 
     def _get_prompt_modules(self) -> dict[str, PromptMixin]:
         return dict(self.agents)
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
         handoff = prompts_dict.get("handoff_prompt")
+        output = prompts_dict.get("handoff_output_prompt")
         state = prompts_dict.get("state_prompt")
         # checked before anything changes
         new_handoff = None if handoff is None else _template(handoff, "handoff_prompt", ("agent_info",))
+        new_output = (
+            None if output is None else _template(output, "handoff_output_prompt", ("to_agent", "reason"))
+        )
         new_state = None if state is None else _template(state, "state_prompt", ("state", "msg"))
+        if new_output is not None:
+            self.handoff_output_prompt = new_output
         if new_handoff is not None:
             self.handoff_prompt = new_handoff
             self._build_handoff_tools()  # the handoff tool's description is made from it
@@ -239,7 +259,7 @@ class AgentWorkflow(Workflow, PromptMixin):
                     f"{', '.join(allowed) or '(nobody)'}"
                 )
             await ctx.set("next_agent", to_agent)
-            return _fill(PromptTemplate(DEFAULT_HANDOFF_OUTPUT_PROMPT), to_agent=to_agent, reason=reason)
+            return _fill(workflow.handoff_output_prompt, to_agent=to_agent, reason=reason)
 
         return workflow_tool(
             handoff,
@@ -441,16 +461,20 @@ class AgentWorkflow(Workflow, PromptMixin):
         stepwise: bool = False,
         checkpoint_callback: Any = None,
         max_iterations: int | None = None,
+        start_event: AgentWorkflowStartEvent | None = None,
         **kwargs: Any,
     ) -> WorkflowHandler:
         """Start a run with ``user_msg`` (or resume the unfinished run saved in ``ctx``).
 
         ``await handler`` gives the answering agent's ``AgentOutput`` (``str()`` is the text,
         ``current_agent_name`` the agent). Reusing ``ctx`` continues the conversation.
-        ``stepwise`` and ``checkpoint_callback`` are as for ``Workflow.run``.
+        ``stepwise`` and ``checkpoint_callback`` are as for ``Workflow.run``; a
+        ``start_event`` (an ``AgentWorkflowStartEvent``) carries the input instead.
         """
-        if kwargs.get("start_event") is not None:  # the event carries the input
-            return super().run(ctx=ctx, stepwise=stepwise, checkpoint_callback=checkpoint_callback, **kwargs)
+        if start_event is not None:  # the event carries the input
+            return super().run(
+                ctx=ctx, stepwise=stepwise, checkpoint_callback=checkpoint_callback, start_event=start_event, **kwargs
+            )
         return super().run(
             ctx=ctx,
             stepwise=stepwise,
@@ -468,11 +492,16 @@ class AgentWorkflow(Workflow, PromptMixin):
         tools_or_functions: Sequence[FunctionTool | Callable[..., Any]],
         llm: LLM | None = None,
         system_prompt: str | None = None,
-        state_prompt: str | None = None,
+        state_prompt: str | PromptTemplate | None = None,
         initial_state: dict[str, Any] | None = None,
+        output_cls: Any = None,
+        structured_output_fn: Any = None,
         timeout: float | None = None,
+        verbose: bool = False,
     ) -> AgentWorkflow:
-        """A one-agent workflow: a FunctionAgent if the model has a tools API, else a ReActAgent."""
+        """A one-agent workflow: a FunctionAgent if the model has a tools API, else a ReActAgent.
+
+        ``output_cls`` / ``structured_output_fn`` type the answer; ``verbose`` prints each step."""
         if llm is None:
             raise ValueError(
                 "from_tools_or_functions needs llm=...: e.g. OpenAILLM(model=...) or, offline, "
@@ -489,7 +518,13 @@ class AgentWorkflow(Workflow, PromptMixin):
             system_prompt=system_prompt,
         )
         return cls(
-            agents=[agent], state_prompt=state_prompt, initial_state=initial_state, timeout=timeout
+            agents=[agent],
+            state_prompt=state_prompt,
+            initial_state=initial_state,
+            output_cls=output_cls,
+            structured_output_fn=structured_output_fn,
+            timeout=timeout,
+            verbose=verbose,
         )
 
     # ----- views --------------------------------------------------------------------------
