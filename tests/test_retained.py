@@ -28,12 +28,14 @@ from nbagent import (
     ToolOutput,
 )
 from nbagent._dicts import shared_keys
-from nbagent.runner.snapshot import _Saved
+from nbagent.runner.snapshot import OneChange, _Saved, plain_snapshot
+from nbagent.store import RunStore
 
 
 class Sometimes(CustomSimpleAgentWorker):
-    """Writes memory and a source on most steps, not all (so snapshots share), keeps a list
-    that changes only now and then (so its copy is shared), and fails when told to."""
+    """Counts every step; writes a message, a source, a mark only on some steps and records
+    only the inputs it was given, so a step's snapshot shares much with the one before (and
+    often differs from it in the count alone); fails when told to."""
 
     fail_at: int = 0
 
@@ -43,10 +45,11 @@ class Sometimes(CustomSimpleAgentWorker):
     def _run_step(self, state: dict[str, Any], task: Task, input: str | None = None) -> tuple[AgentChatResponse, bool]:
         state["count"] += 1
         n = state["count"]
-        state["inputs"].append(input)
-        if n % 3:
+        if input is not None:
+            state["inputs"].append(input)
+        if n % 3 == 0:
             state["memory"].put(ChatMessage(role=MessageRole.ASSISTANT, content=f"step {n} ({input})"))
-        if n % 2:
+        if n % 4 == 0:
             state["sources"].append(ToolOutput(content=str(n), tool_name="count"))
         if n % 5 == 0:
             state["marks"].append(f"mark {n}")
@@ -115,34 +118,63 @@ def test_undo_after_shared_snapshots_matches_a_fresh_run(seed: int) -> None:
 def test_consecutive_snapshots_share_what_did_not_change() -> None:
     runner = AgentRunner(Sometimes())
     task = runner.create_task("go")
-    for _ in range(7):
-        runner.run_step(task)
+    for _ in range(9):
+        runner.run_step(task, input="three" if runner.state_of(task).task.extra_state.get("count") == 2 else None)
     history = runner.state_of(task).history
-    # history[k] was taken before step k + 1. Step 3 wrote no message (3 % 3 == 0): the
-    # snapshots before steps 3 and 4 hold the same memory marker, one object
-    assert isinstance(history[2].extra_state["memory"], _Saved)
-    assert history[2].extra_state["memory"] is history[3].extra_state["memory"]
-    assert history[1].extra_state["memory"] is not history[2].extra_state["memory"]
-    # step 2 added no source: before steps 2 and 3 the source log had the same length
-    assert history[1].extra_state["sources"] is history[2].extra_state["sources"]
-    assert history[1].extra_state["sources"].token == 1
+    # history[k] was taken before step k + 1. Steps 1 and 2 wrote no message: the snapshots
+    # before steps 2 and 3 hold the same memory marker, one object; step 3 wrote one
+    extra = [h.extra_state for h in history]
+    assert isinstance(extra[1]["memory"], _Saved)
+    assert extra[1]["memory"] is extra[2]["memory"]
+    assert extra[2]["memory"] is not extra[3]["memory"]
+    # the source log grew at step 4 only (of 1-7): one marker before steps 2-4
+    assert extra[1]["sources"] is extra[3]["sources"] and extra[1]["sources"].token == 0
+    assert extra[4]["sources"] is not extra[3]["sources"] and extra[4]["sources"].token == 1
     # "marks" changed only at step 5: its copy is shared until then
-    assert history[1].extra_state["marks"] is history[4].extra_state["marks"]
-    assert history[5].extra_state["marks"] is not history[4].extra_state["marks"]
-    for _ in range(7):
+    assert extra[1]["marks"] is extra[4]["marks"]
+    assert extra[5]["marks"] is not extra[4]["marks"]
+    # before step 3 only the count had changed since the full snapshot before step 2: kept
+    # as that one value and a reference. Steps 3-6 changed more than the count (memory and
+    # inputs, sources, marks, memory): full snapshots; step 7 the count alone again
+    assert type(extra[1]) is dict and type(extra[2]) is OneChange and extra[2].base is extra[1]
+    assert (extra[2].key, extra[2]["count"], extra[1]["count"]) == ("count", 2, 1)
+    assert [type(e) for e in extra[3:9]] == [dict, dict, dict, dict, OneChange, dict]
+    assert extra[7].base is extra[6] and extra[7]["sources"] is extra[6]["sources"]
+    assert plain_snapshot(extra[2]) == {**extra[1], "count": 2}
+    assert list(plain_snapshot(extra[2])) == list(extra[1]) == list(extra[2])
+    for _ in range(9):
         runner.undo_step(task)
     assert view(runner, task) == fresh([])
 
 
-def test_a_saved_run_undoes_like_the_original(tmp_path: Path) -> None:
-    runner = AgentRunner(Sometimes())
+def norm(snap: Any) -> Any:
+    """A state snapshot as comparable values (a memory marker by its length)."""
+    def one(v: Any) -> Any:
+        if not isinstance(v, _Saved):
+            return v
+        if v.is_copy:
+            return ("copy", v.value)
+        return ("marker", v.token if isinstance(v.token, int) else v.token[2])
+
+    return {k: one(v) for k, v in plain_snapshot(snap).items()}
+
+
+@pytest.mark.parametrize("kind", ["run file", "run store"])
+def test_a_saved_run_undoes_like_the_original(tmp_path: Path, kind: str) -> None:
+    store = RunStore(tmp_path / "runs.db") if kind == "run store" else None
+    runner = AgentRunner(Sometimes(), store=store)
     task = runner.create_task("go")
     for i in range(9):
         runner.run_step(task, input=f"in {i}" if i % 4 == 0 else None)
     runner.undo_step(task, input="again")
     runner.run_step(task)
-    loaded = AgentRunner.load(runner.save(tmp_path / "run.json"), Sometimes())
+    assert any(type(h.extra_state) is OneChange for h in runner.state_of(task).history)
+    path = tmp_path / "runs.db" if store is not None else runner.save(tmp_path / "run.json")
+    loaded = AgentRunner.load(path, Sometimes())
     assert view(loaded, task) == view(runner, task)
+    assert [norm(h.extra_state) for h in loaded.state_of(task).history] == [
+        norm(h.extra_state) for h in runner.state_of(task).history
+    ]
     while runner.state_of(task).history:
         runner.undo_step(task)
         loaded.undo_step(task)

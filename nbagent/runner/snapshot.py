@@ -9,11 +9,13 @@ the O(1) kinds, so a step's snapshot stays small however long the task runs.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any, Generic, SupportsIndex, TypeVar
 
 from nbagent._dicts import shared_keys
 
-__all__ = ["AppendLog", "snapshot_dict", "restore_dict"]
+__all__ = ["AppendLog", "OneChange", "snapshot_dict", "restore_dict", "plain_snapshot"]
 
 T = TypeVar("T")
 
@@ -112,25 +114,86 @@ def _restore_value(saved: Any, memo: dict[int, Any]) -> Any:
     return saved.value
 
 
+class OneChange(Mapping[str, Any]):
+    """A state snapshot that is an earlier full one (``base``) with one value changed.
+
+    The usual step changes one value of its state (a counter, the last answer) and leaves
+    the rest (memory and sources that did not grow, values equal to their last copy) as it
+    was: this keeps that value and a reference, not a dict per step. ``base`` is always a
+    full snapshot dict, so reading a value never walks a chain. Read it as a mapping;
+    ``plain_snapshot`` gives the dict it stands for (what the run files save).
+    """
+
+    __slots__ = ("base", "key", "value")
+
+    def __init__(self, base: dict[str, Any], key: str, value: Any) -> None:
+        self.base = base
+        self.key = key
+        self.value = value
+
+    def __getitem__(self, key: str) -> Any:
+        if key == self.key:
+            return self.value
+        return self.base[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __repr__(self) -> str:
+        return f"OneChange({self.key!r}: {self.value!r}, base={self.base!r})"
+
+
+def plain_snapshot(snap: Any) -> Any:
+    """A state snapshot as a plain dict or tuple (a ``OneChange`` written out)."""
+    if type(snap) is OneChange:
+        return {k: (snap.value if k == snap.key else v) for k, v in snap.base.items()}
+    return snap
+
+
 def snapshot_dict(
     d: dict[str, Any], memo: dict[int, Any] | None = None, prev: Any = None
-) -> dict[str, Any] | tuple[Any, ...]:
+) -> Mapping[str, Any] | tuple[Any, ...]:
     """Snapshot every value of a state dict.
 
     Pass one ``memo`` for several dicts taken together: a value they share stays shared. A
     dict of immutable values only is saved as a flat ``(key, value, ...)`` tuple, a third of
     the size of a dict: the runner keeps one of these per step. ``prev``, the previous
-    snapshot of the same dict: a value equal to its copy there shares that copy.
+    snapshot of the same dict: a value equal to its copy there shares that copy, and a
+    snapshot that differs from ``prev``'s full dict in one value only is a ``OneChange``.
     """
     if all(isinstance(v, _IMMUTABLE) for v in d.values()):
         return tuple(x for item in d.items() for x in item)
     memo = {} if memo is None else memo
-    before = prev if isinstance(prev, dict) else {}
-    return shared_keys({k: _snap_value(v, memo, before.get(k)) for k, v in d.items()})
+    if type(prev) is OneChange:
+        base: Any = prev.base
+    else:
+        base = prev if type(prev) is dict else None
+    if base is None or len(base) != len(d):
+        before = prev if isinstance(prev, Mapping) else {}
+        return shared_keys({k: _snap_value(v, memo, before.get(k)) for k, v in d.items()})
+    values = []
+    changed = -1
+    for i, ((k, v), (bk, bv)) in enumerate(zip(d.items(), base.items())):
+        if k != bk:  # another layout: a full snapshot
+            changed = -2
+            break
+        snap = _snap_value(v, memo, prev.get(k))  # type: ignore[union-attr]
+        values.append(snap)
+        if snap is not bv:
+            changed = i if changed == -1 else -2
+    if changed >= 0:
+        key = next(islice(d, changed, None))
+        return OneChange(base, key, values[changed])
+    if changed == -2 and len(values) < len(d):
+        values.extend(_snap_value(v, memo, prev.get(k)) for k, v in islice(d.items(), len(values), None))  # type: ignore[union-attr]
+    return shared_keys(dict(zip(d, values)))
 
 
 def restore_dict(
-    d: dict[str, Any], snap: dict[str, Any] | tuple[Any, ...], memo: dict[int, Any] | None = None
+    d: dict[str, Any], snap: Mapping[str, Any] | tuple[Any, ...], memo: dict[int, Any] | None = None
 ) -> None:
     """Put a state dict back as it was, in place (other holders of the dict see it too).
 

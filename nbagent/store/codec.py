@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from nbagent import ids as _ids
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import TokenUsage
+from nbagent.runner.snapshot import plain_snapshot
 from nbagent.runner.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.values import (
@@ -231,12 +232,16 @@ _SNAPSHOT_FIELDS = frozenset(f.name for f in dataclasses.fields(StepSnapshot))
 
 
 def _snapshot_to_dict(enc: _Encoder, snap: StepSnapshot, path: Path_) -> dict[str, Any]:
+    # a snapshot that differs from an earlier one in one value is kept as that value and a
+    # reference (runner.snapshot.OneChange): written out as the plain dict it stands for
+    extra = plain_snapshot(snap.extra_state)
+    own = extra if snap.step_state is snap.extra_state else plain_snapshot(snap.step_state)
     record: dict[str, Any] = {
         "step_id": snap.step_id,
         "step_input": snap.step_input,
         "queue": None if snap.queue is None else [s.step_id for s in snap.queue],
-        "extra_state": enc.value(snap.extra_state, (path, ".extra_state")),
-        "step_state": enc.value(snap.step_state, (path, ".step_state")),
+        "extra_state": enc.value(extra, (path, ".extra_state")),
+        "step_state": enc.value(own, (path, ".step_state")),
         "scratch": enc.value(snap.scratch, (path, ".scratch")),
     }
     if type(snap) is not StepSnapshot:  # a runner's own kind (ParallelAgentRunner's BranchSnapshot)
