@@ -588,3 +588,22 @@ def test_state_reaches_stateful_components_of_a_nested_pipeline() -> None:
     pipeline = QueryPipeline(chain=[StatefulFnComponent(fn=start), outer])
     agent = AgentRunner(make_worker(pipeline))
     assert str(agent.chat("nested")) == "nested/from-start"
+
+
+def test_tool_runner_runs_a_tool_by_name_and_names_the_tools_on_a_bad_name() -> None:
+    from nbagent.query_pipeline import ToolRunnerComponent
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    runner = ToolRunnerComponent([add])
+    qp = QueryPipeline(chain=[runner, FnComponent(fn=lambda out: (out.tool_name, out.content, out.is_error))])
+    assert qp.run(tool_name="add", tool_input={"a": 2, "b": 5}) == ("add", "7", False)
+    assert asyncio.run(qp.arun(tool_name="add", tool_input={"a": 1, "b": 1})) == ("add", "2", False)
+    name, content, is_error = qp.run(tool_name="add", tool_input={"a": 1})
+    assert is_error and "b" in content  # the tool's own error is its output, as elsewhere in nbagent
+    with pytest.raises(ValueError, match=r"no tool named 'mul'; the tools are \['add'\]"):
+        qp.run(tool_name="mul", tool_input={})
+    with pytest.raises(TypeError, match="tool_input must be a dict of arguments, got str"):
+        qp.run(tool_name="add", tool_input="2, 5")

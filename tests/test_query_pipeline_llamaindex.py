@@ -381,3 +381,121 @@ def test_the_docs_retry_agent_deprecated_flow_gives_the_same_run_on_both() -> No
     sent = [r.messages[-1].content for r in nb.requests]
     assert reference.prompts == [f"user: {text}\nassistant: " for text in sent]
     assert "Failed attempts:\nUser: How many albums did AC/DC make?\nAssistant (inferred SQL query)" in sent[2]
+
+
+def llama_react() -> types.SimpleNamespace:
+    lib = llama()
+    from llama_index.core.agent.react.formatter import ReActChatFormatter
+    from llama_index.core.agent.react.output_parser import ReActOutputParser
+    from llama_index.core.agent.react.types import ObservationReasoningStep
+    from llama_index.core.query_pipeline import ToolRunnerComponent
+    from llama_index.core.tools import FunctionTool
+
+    lib.__dict__.update(
+        ReActChatFormatter=ReActChatFormatter, ReActOutputParser=ReActOutputParser,
+        ObservationReasoningStep=ObservationReasoningStep, ToolRunnerComponent=ToolRunnerComponent,
+        FunctionTool=FunctionTool,
+    )
+    return lib
+
+
+def ours_react() -> types.SimpleNamespace:
+    lib = ours()
+    from nbagent import FunctionTool
+    from nbagent.query_pipeline import ToolRunnerComponent
+    from nbagent.workers.react import ObservationReasoningStep, ReActChatFormatter, ReActOutputParser
+
+    lib.__dict__.update(
+        ReActChatFormatter=ReActChatFormatter, ReActOutputParser=ReActOutputParser,
+        ObservationReasoningStep=ObservationReasoningStep, ToolRunnerComponent=ToolRunnerComponent,
+        FunctionTool=FunctionTool,
+    )
+    return lib
+
+
+def build_react_agent(lib: types.SimpleNamespace, llm: Any) -> Any:
+    """The docs' ReAct agent written as a query pipeline (stateful flow): prompt from the
+    reasoning so far, the model, the parser, then either a tool run or the answer."""
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    tools = [lib.FunctionTool.from_defaults(fn=add)]
+
+    def agent_input_fn(state: dict[str, Any]) -> str:
+        reasoning = state["step_state"].setdefault("current_reasoning", [])
+        if not reasoning:
+            reasoning.append(lib.ObservationReasoningStep(observation=state["task"].input))
+        return state["task"].input
+
+    def react_prompt_fn(state: dict[str, Any], input: str) -> list[Any]:
+        return lib.ReActChatFormatter().format(
+            tools, chat_history=state["task"].memory.get(), current_reasoning=state["step_state"]["current_reasoning"]
+        )
+
+    def parse_react_output_fn(state: dict[str, Any], chat_response: Any) -> dict[str, Any]:
+        step = lib.ReActOutputParser().parse(chat_response.message.content)
+        return {"done": step.is_done, "reasoning_step": step}
+
+    def run_tool_fn(state: dict[str, Any], reasoning_step: Any) -> dict[str, Any]:
+        runner = lib.ToolRunnerComponent(tools)
+        out = runner.run_component(tool_name=reasoning_step.action, tool_input=reasoning_step.action_input)
+        observation = lib.ObservationReasoningStep(observation=str(out["output"]))
+        state["step_state"]["current_reasoning"].append(observation)
+        return {"response_str": observation.get_content(), "is_done": False}
+
+    def process_response_fn(state: dict[str, Any], response_step: Any) -> dict[str, Any]:
+        state["step_state"]["current_reasoning"].append(response_step)
+        memory = state["step_state"]["memory"]
+        memory.put(lib.ChatMessage(role="user", content=state["task"].input))
+        memory.put(lib.ChatMessage(role="assistant", content=response_step.response))
+        return {"response_str": response_step.response, "is_done": True}
+
+    def process_agent_response_fn(state: dict[str, Any], response_dict: dict[str, Any]) -> tuple[Any, bool]:
+        return lib.AgentChatResponse(response=response_dict["response_str"]), response_dict["is_done"]
+
+    qp = lib.QueryPipeline()
+    qp.add_modules({
+        "agent_input": lib.StatefulFnComponent(fn=agent_input_fn),
+        "react_prompt": lib.StatefulFnComponent(fn=react_prompt_fn),
+        "llm": llm,
+        "react_output_parser": lib.StatefulFnComponent(fn=parse_react_output_fn),
+        "run_tool": lib.StatefulFnComponent(fn=run_tool_fn),
+        "process_response": lib.StatefulFnComponent(fn=process_response_fn),
+        "process_agent_response": lib.StatefulFnComponent(fn=process_agent_response_fn),
+    })
+    qp.add_chain(["agent_input", "react_prompt", "llm", "react_output_parser"])
+    qp.add_link("react_output_parser", "run_tool", condition_fn=lambda x: not x["done"], input_fn=lambda x: x["reasoning_step"])
+    qp.add_link("react_output_parser", "process_response", condition_fn=lambda x: x["done"], input_fn=lambda x: x["reasoning_step"])
+    qp.add_link("process_response", "process_agent_response")
+    qp.add_link("run_tool", "process_agent_response")
+    return lib.AgentRunner(lib.QueryPipelineAgentWorker(qp))
+
+
+def test_the_docs_react_pipeline_agent_gives_the_same_run_on_both() -> None:
+    from nbagent import ScriptedLLM
+
+    script = [
+        'Thought: I need to add.\nAction: add\nAction Input: {"a": 2, "b": 3}',
+        "Thought: I can answer now.\nAnswer: 2 + 3 is 5",
+        "Thought: I remember.\nAnswer: it was 5",
+    ]
+    runs = {}
+    for name, lib, llm in (
+        ("llama_index", llama_react(), llama_scripted_llm(script)),
+        ("nbagent", ours_react(), ScriptedLLM(list(script))),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            agent = build_react_agent(lib, llm)
+        stepwise = run_stepwise(agent, "What is 2 + 3?")
+        task = agent.list_tasks()[-1]
+        reasoning = [type(s).__name__ for s in task.extra_state["current_reasoning"]]
+        second = str(agent.chat("What was it?"))
+        runs[name] = (stepwise, reasoning, second, transcript(agent))
+    assert runs["nbagent"] == runs["llama_index"]
+    (outputs, keys, final), reasoning, second, _ = runs["nbagent"]
+    assert outputs == ["Observation: 5", "2 + 3 is 5"] and final == "2 + 3 is 5" and second == "it was 5"
+    assert keys == ["current_reasoning", "memory", "sources"]
+    assert reasoning == ["ObservationReasoningStep", "ObservationReasoningStep", "ResponseReasoningStep"]

@@ -38,7 +38,7 @@ from nbagent.query_pipeline.components import (
     StatefulFnComponent,
     get_parameters,
 )
-from nbagent.query_pipeline.model import LLMChatComponent, PromptComponent
+from nbagent.query_pipeline.model import LLMChatComponent, PromptComponent, ToolRunnerComponent
 from nbagent.query_pipeline.pipeline import ComponentIntermediates, Link, QueryPipeline
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "InputComponent",
     "LLMChatComponent",
     "PromptComponent",
+    "ToolRunnerComponent",
     "BaseAgentComponent",
     "AgentInputComponent",
     "AgentFnComponent",

@@ -1,4 +1,4 @@
-"""A chat model and a prompt template as pipeline modules."""
+"""A chat model, a prompt template and tools as pipeline modules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from nbagent.messages import ChatMessage, MessageRole
 from nbagent.query_pipeline.components import InputKeys, OutputKeys, QueryComponent
 
-__all__ = ["LLMChatComponent", "PromptComponent"]
+__all__ = ["LLMChatComponent", "PromptComponent", "ToolRunnerComponent"]
 
 
 class LLMChatComponent(QueryComponent):
@@ -88,3 +88,46 @@ class PromptComponent(QueryComponent):
 
     def __repr__(self) -> str:
         return f"PromptComponent({self.prompt!r})"
+
+
+class ToolRunnerComponent(QueryComponent):
+    """Runs one of ``tools`` by name: inputs ``tool_name`` and ``tool_input`` (a dict of
+    arguments), output the ``ToolOutput``. A tool's own error comes back as its output (as
+    everywhere in nbagent); an unknown name is an error naming the tools there are."""
+
+    def __init__(self, tools: Sequence[Any], callback_manager: Any = None) -> None:
+        super().__init__()
+        from nbagent._compat import warn_callback_manager
+        from nbagent.tools import as_tools, tools_by_name
+
+        if callback_manager is not None:
+            warn_callback_manager("ToolRunnerComponent")
+        self.tool_dict = tools_by_name(as_tools(list(tools)))
+
+    @property
+    def input_keys(self) -> InputKeys:
+        return InputKeys({"tool_name", "tool_input"})
+
+    @property
+    def output_keys(self) -> OutputKeys:
+        return OutputKeys({"output"})
+
+    def _tool(self, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        name, args = str(kwargs["tool_name"]), kwargs["tool_input"]
+        if not isinstance(args, dict):
+            raise TypeError(f"{self!r}: tool_input must be a dict of arguments, got {type(args).__name__}")
+        tool = self.tool_dict.get(name)
+        if tool is None:
+            raise ValueError(f"{self!r}: no tool named {name!r}; the tools are {sorted(self.tool_dict)}")
+        return tool, args
+
+    def _run_component(self, **kwargs: Any) -> dict[str, Any]:
+        tool, args = self._tool(kwargs)
+        return {"output": tool.call(**args)}
+
+    async def _arun_component(self, **kwargs: Any) -> dict[str, Any]:
+        tool, args = self._tool(kwargs)
+        return {"output": await tool.acall(**args)}
+
+    def __repr__(self) -> str:
+        return f"ToolRunnerComponent(tools={sorted(self.tool_dict)})"
