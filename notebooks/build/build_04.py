@@ -175,6 +175,48 @@ The whole game as a graph, the undone step included:
 game.graph(task)
 """),
     md("""
+## Ported code: `QueryPipelineAgentWorker`
+
+LlamaIndex once let you write an agent as a *query pipeline*: a small graph of functions that
+runs once per step, with the task and the step's state handed to every `StatefulFnComponent`.
+It deprecated that in favour of `FnAgentWorker`, and nbagent keeps it only so that such code
+runs after changing its imports (`nbagent.query_pipeline` has `QueryPipeline`,
+`StatefulFnComponent`, `FnComponent`, ...). Here: ask the model, and try again until it
+answers with digits only. What must outlive a step lives in `state["step_state"]`, so undo and
+retries work as for every other worker.
+"""),
+    code('''
+import warnings
+
+from nbagent import QueryPipelineAgentWorker
+from nbagent.query_pipeline import QueryPipeline, StatefulFnComponent
+
+
+def prompt(state: dict[str, Any]) -> str:
+    tries = state["step_state"].setdefault("tries", [])
+    hint = f" Not {tries[-1]!r}: digits only." if tries else ""
+    return f"{state['task'].input} Answer with an integer.{hint}"
+
+
+def check(state: dict[str, Any], reply: Any) -> tuple[AgentChatResponse, bool]:
+    text = reply.message.content.strip()
+    state["step_state"]["tries"].append(text)
+    return AgentChatResponse(response=text), text.isdigit()
+
+
+llm = ScriptedLLM(["about six", "6.0", "6"])
+pipeline = QueryPipeline(chain=[StatefulFnComponent(fn=prompt), llm, StatefulFnComponent(fn=check)])
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    retrier = QueryPipelineAgentWorker(pipeline).as_agent()
+print(said[0].message)
+
+task = retrier.create_task("What is 2 * 3?")
+while not (out := retrier.run_step(task)).is_last:
+    print("not yet:", out.output)
+print("answer:", retrier.finalize_response(task), "after", task.extra_state["tries"])
+'''),
+    md("""
 Next: [05 · The control panel](05_control_panel.ipynb), buttons for all of this.
 """),
 ]
