@@ -261,6 +261,8 @@ def test_callback_manager_is_accepted_and_said_to_have_no_effect() -> None:
         qp.set_callback_manager(object())
     with pytest.warns(UserWarning, match="no effect"):
         assert qp.run(x=3, callback_manager=object()) == 3
+    with pytest.warns(UserWarning, match="FnComponent.set_callback_manager: callback_manager .* no effect"):
+        FnComponent(fn=lambda x: x).set_callback_manager(object())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         qp.set_callback_manager(None)  # None is no callback manager: nothing to warn about
@@ -503,6 +505,15 @@ def test_chainable_objects_and_custom_components_plug_in() -> None:
 
         def _run_component(self, **kwargs: Any) -> dict[str, Any]:
             return {"loud": kwargs["text"].upper() + kwargs.get("suffix", "")}
+
+    class Trimmed(Shout):
+        def _validate_component_inputs(self, input: dict[str, Any]) -> dict[str, Any]:
+            return {**input, "text": input["text"].strip()}  # the reference's hook: convert inputs
+
+        def _validate_component_outputs(self, output: dict[str, Any]) -> dict[str, Any]:
+            return {"loud": f"[{output['loud']}]"}
+
+    assert QueryPipeline(chain=[Trimmed()]).run(text="  hi ") == "[HI]"
 
     class Excited(ChainableMixin):
         def _as_query_component(self, **kwargs: Any) -> Shout:

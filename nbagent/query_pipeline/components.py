@@ -90,7 +90,11 @@ class QueryComponent(ABC):
         self.partial_dict.update(kwargs)
 
     def set_callback_manager(self, callback_manager: Any) -> None:
-        """Accepted for compatibility; the pipeline says once that it has no effect."""
+        """Accepted for compatibility; has no effect (nbagent reports steps as events)."""
+        if callback_manager is not None:
+            from nbagent._compat import warn_callback_manager
+
+            warn_callback_manager(f"{type(self).__name__}.set_callback_manager")
 
     @property
     @abstractmethod
@@ -130,7 +134,15 @@ class QueryComponent(ABC):
                 f"{self!r}: {' and '.join(parts)}; it takes required {_names(keys.required_keys)}"
                 f", optional {_names(keys.optional_keys)}; got {_names(input)}"
             )
+        return self._validate_component_inputs(input)
+
+    def _validate_component_inputs(self, input: dict[str, Any]) -> dict[str, Any]:
+        """Override to check or convert input values (the names are already checked)."""
         return input
+
+    def _validate_component_outputs(self, output: dict[str, Any]) -> dict[str, Any]:
+        """Override to check or convert output values (the names are already checked)."""
+        return output
 
     def validate_component_outputs(self, output: dict[str, Any]) -> dict[str, Any]:
         """Check the output dict against ``output_keys``."""
@@ -139,7 +151,7 @@ class QueryComponent(ABC):
         want = self.output_keys.required_keys
         if set(output) != want:
             raise ValueError(f"{self!r} returned outputs {_names(output)}, expected exactly {_names(want)}")
-        return output
+        return self._validate_component_outputs(output)
 
     def run_component(self, **kwargs: Any) -> dict[str, Any]:
         """Run with the given inputs (plus the partial ones); returns the output dict."""

@@ -255,11 +255,6 @@ class QueryPipeline(QueryComponent):
     def reset_state(self) -> None:
         self.set_state({})
 
-    def set_callback_manager(self, callback_manager: Any) -> None:
-        """Accepted for compatibility; has no effect (nbagent reports steps as events)."""
-        if callback_manager is not None:
-            warn_callback_manager("QueryPipeline.set_callback_manager")
-
     # running ----------------------------------------------------------------------------
     def _root_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         roots = self.get_root_keys()
