@@ -90,44 +90,48 @@ __all__ = ["RunStore", "TaskInfo", "RunInfo", "is_store_path", "SQLITE_SUFFIXES"
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _MAGIC = b"SQLite format 3\x00"
-SCHEMA = 1
+SCHEMA = 2
 
+# Schema 2: a run's pieces are records in an append-only log, one row per transaction, so a
+# step writes one row at the end of one table (and updates its task's row) instead of a row in
+# each of six tables: a commit then touches 2-3 database pages instead of ~16 (schema 1 put
+# every piece in a WITHOUT ROWID table keyed by text, whose inner pages copy whole rows).
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs(
-    run_id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL, header TEXT NOT NULL);
+    no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, created REAL NOT NULL, updated REAL NOT NULL,
+    header TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tasks(
     run_id TEXT NOT NULL, task_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT, tag TEXT,
     status TEXT NOT NULL, input TEXT NOT NULL, response TEXT, steps INTEGER NOT NULL,
     updated REAL NOT NULL, head TEXT NOT NULL, PRIMARY KEY(run_id, task_id));
 CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key);
-CREATE TABLE IF NOT EXISTS steps(
-    run_id TEXT NOT NULL, task_id TEXT NOT NULL, step_id TEXT NOT NULL, ord INTEGER NOT NULL,
-    rec TEXT NOT NULL, PRIMARY KEY(run_id, task_id, step_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS outputs(
-    run_id TEXT NOT NULL, task_id TEXT NOT NULL, n INTEGER NOT NULL, cpos INTEGER,
-    done INTEGER NOT NULL DEFAULT 0, upos INTEGER, rec TEXT NOT NULL,
-    PRIMARY KEY(run_id, task_id, n)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS history(
-    run_id TEXT NOT NULL, task_id TEXT NOT NULL, i INTEGER NOT NULL, rec TEXT NOT NULL,
-    PRIMARY KEY(run_id, task_id, i)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS failures(
-    run_id TEXT NOT NULL, task_id TEXT NOT NULL, i INTEGER NOT NULL, rec TEXT NOT NULL,
-    PRIMARY KEY(run_id, task_id, i)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS objects(
-    run_id TEXT NOT NULL, k INTEGER NOT NULL, kind TEXT NOT NULL, rec TEXT NOT NULL,
-    PRIMARY KEY(run_id, k)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS items(
-    run_id TEXT NOT NULL, k INTEGER NOT NULL, i INTEGER NOT NULL, pos INTEGER, rec TEXT NOT NULL,
-    PRIMARY KEY(run_id, k, i)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, ops TEXT NOT NULL);
 """
 
-_TASK_TABLES = ("steps", "outputs", "history", "failures")
+# a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
+# so a run's rows are one range of the table's own key (no index to keep up to date)
+_RUN_BITS = 36
+
+
+def _run_range(no: int) -> tuple[int, int]:
+    return no << _RUN_BITS, (no + 1) << _RUN_BITS
+
+
+_JSON = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+try:  # the C encoder without encode()'s per-call set-up: a step encodes ~10 small records
+    from json.encoder import c_make_encoder as _c_make_encoder, encode_basestring_ascii as _ascii
+
+    _C_JSON = _c_make_encoder(None, _JSON.default, _ascii, None, ":", ",", False, False, False)
+except (ImportError, TypeError):  # pragma: no cover - an interpreter without the C accelerator
+    _C_JSON = None
 
 
 def _dumps(value: Any) -> str:
     # ASCII with \u escapes: any Python str survives, lone surrogates included
-    return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    if _C_JSON is not None and type(value) in (dict, list):
+        return "".join(_C_JSON(value, 0))
+    return _JSON.encode(value)
 
 
 def is_store_path(path: Any) -> bool:
@@ -216,12 +220,18 @@ class RunStore:
                             f"{self.path}: written by a newer nbagent (store schema {schema and schema[0]}); "
                             f"this nbagent reads schema {SCHEMA}: upgrade nbagent to open it"
                         )
+                    if int(schema[0]) < SCHEMA:
+                        raise PersistError(
+                            f"{self.path}: written by an older nbagent (store schema {schema[0]}, one table per "
+                            f"kind of piece); this nbagent reads schema {SCHEMA}: load and save its runs with "
+                            "the nbagent that wrote it as run files (runner.save('run.json')), or start a new store"
+                        )
         except sqlite3.DatabaseError as err:
             raise PersistError(f"{self.path}: cannot open as a run store ({err})") from err
 
     # ----- plumbing ---------------------------------------------------------------------
-    def _tx(self) -> _Tx:
-        return _Tx(self)
+    def _tx(self, write: bool = True) -> _Tx:
+        return _Tx(self, write)
 
     def close(self) -> None:
         """Close the connection (runners attached to this store stop autosaving to it)."""
@@ -258,10 +268,18 @@ class RunStore:
         ``key`` and ``tag`` for ``tasks``/``task`` to find; one transaction."""
         state = runner.state_of(task)
         writer = self._writer(runner)
-        with self._lock, self._tx():
-            writer.write_header()
-            writer.write_task_full(state)
-            self._label(writer.run_id, state.task_id, key, tag)
+        writer.ops.clear()
+        try:
+            with self._tx():
+                writer.write_header()
+                writer.write_task_full(state)
+                writer.flush()
+                self._label(writer.run_id, state.task_id, key, tag)
+        except BaseException:
+            writer.broken = True  # its mirrors may be ahead of the store: an autosave writes in full next
+            raise
+        finally:
+            writer.ops.clear()
         found = self._infos("WHERE run_id=? AND task_id=?", (writer.run_id, state.task_id))
         return found[0]
 
@@ -360,17 +378,17 @@ class RunStore:
         """Rebuild a stored runner (the newest run unless ``run`` names one; every task unless
         ``tasks`` lists some). Without ``agent_worker`` it can be viewed and reported."""
         source = f"{self.path}"
-        with self._lock, self._tx():  # one consistent read, even while a run writes
+        with self._tx(write=False):  # one consistent read, even while a run writes
             if run is None:
                 row = self._db.execute("SELECT run_id FROM runs ORDER BY updated DESC, created DESC LIMIT 1").fetchone()
                 if row is None:
                     raise PersistError(f"{source}: the store holds no run yet")
                 run = row[0]
-            head = self._db.execute("SELECT header FROM runs WHERE run_id=?", (run,)).fetchone()
+            head = self._db.execute("SELECT header, no FROM runs WHERE run_id=?", (run,)).fetchone()
             if head is None:
                 known = [r[0] for r in self._db.execute("SELECT run_id FROM runs ORDER BY created")]
                 raise PersistError(f"{source}: no run {run!r}; stored runs: {known}")
-            rows = _Rows.read(self._db, run, tasks)
+            rows = _Rows.read(self._db, run, head[1], tasks)
         source = f"{source} (run {run})"
         header = _loads(head[0], source)
         doc = {"format": FORMAT, "version": VERSION, "nbagent": header.pop("nbagent", "?"), "runner": header,
@@ -385,15 +403,17 @@ class RunStore:
 
 
 class _Tx:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error), under the store's lock."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on error), under the store's lock.
+    ``write=False``: a plain ``BEGIN``, one consistent read that does not hold writers back."""
 
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RunStore, write: bool = True) -> None:
         self.store = store
+        self.begin = "BEGIN IMMEDIATE" if write else "BEGIN"
 
     def __enter__(self) -> None:
         self.store._lock.acquire()
         try:
-            self.store._db.execute("BEGIN IMMEDIATE")
+            self.store._db.execute(self.begin)
         except BaseException:
             self.store._lock.release()
             raise
@@ -531,6 +551,9 @@ class _Writer:
         self.db = store._db
         self.runner = runner
         self.run_id = run_id
+        self.run_no: int | None = None  # the run's number in the runs table
+        self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
+        self.ops: list[str] = []  # the records this transaction writes, each as JSON text
         self._reset()
         self.broken = False
 
@@ -550,17 +573,56 @@ class _Writer:
     # ----- whole runs -------------------------------------------------------------------
     def rewrite(self) -> None:
         """Write the whole runner again, dropping what the store held of this run."""
-        with self.store._tx():
-            self._delete_run()
-            self._reset()
-            self.write_header(force=True)
-            for state in list(self.runner._tasks.values()):
-                self._write_task(state, None)
+        self.ops.clear()
+        try:
+            with self.store._tx():
+                self._delete_run()
+                self._reset()
+                self.write_header(force=True)
+                for state in list(self.runner._tasks.values()):
+                    self._write_task(state, None)
+                    if len(self.ops) > 5000:
+                        self.flush()  # a long run goes in several rows
+                self.flush()
+        finally:
+            self.ops.clear()
         self.broken = False
 
     def _delete_run(self) -> None:
-        for table in ("tasks", *_TASK_TABLES, "objects", "items"):
-            self.db.execute(f"DELETE FROM {table} WHERE run_id=?", (self.run_id,))
+        self.db.execute("DELETE FROM tasks WHERE run_id=?", (self.run_id,))
+        no = self._run_no()
+        if no is not None:
+            self.db.execute("DELETE FROM log WHERE id>=? AND id<?", _run_range(no))
+        self.log_seq = 0
+
+    def _run_no(self) -> int | None:
+        if self.run_no is None:
+            row = self.db.execute("SELECT no FROM runs WHERE run_id=?", (self.run_id,)).fetchone()
+            if row is not None:
+                self.run_no = row[0]
+        return self.run_no
+
+    def _op(self, head: str, rec: str | None = None) -> None:
+        """Add a record to this transaction: ``head`` is its JSON array text without the closing
+        bracket, ``rec`` the JSON text of the piece it holds (if any)."""
+        self.ops.append(head + "]" if rec is None else head + "," + rec + "]")
+
+    def flush(self) -> None:
+        """Write this transaction's records as one log row (inside the transaction)."""
+        if not self.ops:
+            return
+        no = self._run_no()
+        if no is None:
+            raise PersistError(f"run {self.run_id!r} has no header row in {self.store.path}")
+        if self.log_seq is None:
+            lo, hi = _run_range(no)
+            last = self.db.execute("SELECT max(id) FROM log WHERE id>=? AND id<?", (lo, hi)).fetchone()[0]
+            self.log_seq = 0 if last is None else last - lo + 1
+        if self.log_seq >= 1 << _RUN_BITS:
+            raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
+        self.db.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, "[" + ",".join(self.ops) + "]"))
+        self.log_seq += 1
+        self.ops.clear()
 
     def write_header(self, force: bool = False) -> None:
         from nbagent import __version__
@@ -588,13 +650,17 @@ class _Writer:
         })
         text = _dumps(header)
         now = time.time()
-        if force or text != self.header:
+        if force or text != self.header or self._run_no() is None:
             self.db.execute(
-                "INSERT INTO runs VALUES(?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET header=excluded.header, "
-                "updated=excluded.updated",
+                "INSERT INTO runs(run_id, created, updated, header) VALUES(?,?,?,?) ON CONFLICT(run_id) "
+                "DO UPDATE SET header=excluded.header, updated=excluded.updated",
                 (self.run_id, now, now, text),
             )
             self.header = text
+            if self._run_no() is not None and self.seq == 0 and not self.mirrors:
+                # a writer joining a run the store already holds: new tasks go after its tasks
+                row = self.db.execute("SELECT max(seq) FROM tasks WHERE run_id=?", (self.run_id,)).fetchone()
+                self.seq = 0 if row[0] is None else row[0] + 1
         else:
             self.db.execute("UPDATE runs SET updated=? WHERE run_id=?", (now, self.run_id))
 
@@ -603,9 +669,10 @@ class _Writer:
         self._write_task(state, None)
 
     def _drop_task(self, task_id: str) -> None:
+        # its log records name the task by its place (seq): written again, it gets a new one,
+        # and loading skips records of a place no task holds
         self.mirrors.pop(task_id, None)
-        for table in ("tasks", *_TASK_TABLES):
-            self.db.execute(f"DELETE FROM {table} WHERE run_id=? AND task_id=?", (self.run_id, task_id))
+        self.db.execute("DELETE FROM tasks WHERE run_id=? AND task_id=?", (self.run_id, task_id))
 
     # ----- events -----------------------------------------------------------------------
     def on_event(self, event: Any) -> None:
@@ -615,12 +682,19 @@ class _Writer:
         if t is ev.StepStarted or t is ev.TokenStreamed or not isinstance(event, ev.Event):
             return
         if not self.broken:
+            self.ops.clear()
             try:
                 with self.store._tx():
                     self._apply(event, ev)
+                    self.flush()
                 return
             except Exception:  # noqa: BLE001 - the mirrors may be ahead of the store
                 self.broken = True
+            except BaseException:  # an interrupt: the mirrors may be ahead too; save in full next time
+                self.broken = True
+                raise
+            finally:
+                self.ops.clear()
         self.rewrite()  # write in full; if that fails too, the caller warns
 
     def _apply(self, event: Any, ev: Any) -> None:
@@ -691,7 +765,6 @@ class _Writer:
                     self._sync_container(c)
 
     def _sync_container(self, c: _Container) -> None:
-        run = self.run_id
         if c.kind == "mem":
             mem: ChatMemoryBuffer = c.obj
             meta = (mem.token_limit, mem.tokenizer_fn)
@@ -706,7 +779,7 @@ class _Writer:
                             "register it with nbagent.persist.allow_type(fn) (a module-level function)"
                         )
                     rec["tokenizer"] = ref
-                self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (run, c.k, "mem", _dumps(rec)))
+                self._op(f'["o",{c.k},"mem"', _dumps(rec))
                 c.meta = meta
             live: Sequence[Any] = mem._messages
             counts = mem._counts
@@ -720,18 +793,17 @@ class _Writer:
                 c.counts = counts
         else:
             if c.meta is None:
-                self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (run, c.k, "log", "{}"))
+                self._op(f'["o",{c.k},"log"', "{}")
                 c.meta = "log"
             live = c.obj
             counts = None
         p = _common_prefix(c.items, live)
         if p < len(c.items):
             # cut off (an undo): the rows stay, out of the list, for what still refers to them
-            self.db.execute("UPDATE items SET pos=NULL WHERE run_id=? AND k=? AND pos>=?", (run, c.k, p))
+            self._op(f'["ic",{c.k},{_dumps(c.ids[p:])}')
             del c.items[p:]
             del c.ids[p:]
         if len(live) > p:
-            rows = []
             for pos in range(p, len(live)):
                 item = live[pos]
                 i = c.next_i
@@ -739,12 +811,11 @@ class _Writer:
                 enc = _StoreEncoder(self)
                 value = enc.root(item, (None, f"item {pos}"))
                 rec = enc.done([value, counts[pos]] if counts is not None else value)
-                rows.append((run, c.k, i, pos, _dumps(rec)))
+                self._op(f'["i",{c.k},{i},{pos}', _dumps(rec))
                 c.items.append(item)
                 c.ids.append(i)
                 if id(item) not in self.refs:
                     self.refs[id(item)] = ({"$i": [c.k, i]}, item, c.k)
-            self.db.executemany("INSERT INTO items VALUES(?,?,?,?,?)", rows)
 
     def _write_dicts(self) -> None:
         while self.dirty_dicts:
@@ -752,7 +823,7 @@ class _Writer:
             enc = _StoreEncoder(self)
             text = _dumps(enc.done(enc.root(d, (None, "state"))))
             if self.dict_text.get(k) != text:
-                self.db.execute("INSERT OR REPLACE INTO objects VALUES(?,?,?,?)", (self.run_id, k, "dict", text))
+                self._op(f'["o",{k},"dict"', text)
                 self.dict_text[k] = text
 
     # ----- one task ---------------------------------------------------------------------
@@ -823,7 +894,7 @@ class _Writer:
         # 4. the rows
         step_models: dict[str, str] = self.runner.__dict__.get("_step_models", {})
         known = _StepIndex(state, m, steps)
-        rows = []
+        seq = m.seq
         for sid, s in steps.items():
             if sid not in m.steps:
                 m.steps[sid] = s
@@ -832,22 +903,17 @@ class _Writer:
             model = step_models.get(sid)
             if model is not None:
                 rec["model"] = model
-            rows.append((run, tid, sid, _ord(m, sid), _dumps(rec)))
-        db.executemany(
-            "INSERT INTO steps VALUES(?,?,?,?,?) ON CONFLICT DO UPDATE SET rec=excluded.rec", rows
-        )
+            self._op(f'["s",{seq},{_ord(m, sid)}', _dumps(rec))
         m.registered = len(state.steps)
         fresh = {m.out_n[id(out)]: [None, 0, None] for out in new_outputs}  # cpos, done, upos
         self._positions(state, m, dirty, fresh)
-        rows = []
         for out in new_outputs:
             n = m.out_n[id(out)]
             enc = _StoreEncoder(self)
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
-            rows.append((run, tid, n, *fresh[n], _dumps(enc.done(rec))))
-        db.executemany("INSERT OR REPLACE INTO outputs VALUES(?,?,?,?,?,?,?)", rows)
+            self._op(f'["u",{seq},{n},{_dumps(fresh[n])}', _dumps(enc.done(rec)))
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
@@ -885,7 +951,7 @@ class _Writer:
     def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
         """Which outputs are completed (in order), done (by step) and undone (in order).
         Rows about to be written (``fresh``: n -> [cpos, done, upos]) get theirs there."""
-        run, tid, db = self.run_id, state.task_id, self.db
+        seq = m.seq
 
         def put(column: str, values: list[tuple[Any, int]]) -> None:
             slot = {"cpos": 0, "done": 1, "upos": 2}[column]
@@ -894,14 +960,14 @@ class _Writer:
                 if n in fresh:
                     fresh[n][slot] = value
                 else:
-                    old.append((value, run, tid, n))
+                    old.append([value, n])
             if old:
-                db.executemany(f"UPDATE outputs SET {column}=? WHERE run_id=? AND task_id=? AND n=?", old)
+                self._op(f'["p",{seq},{slot},{_dumps(old)}')
 
         for column, written, live in (("cpos", m.completed, state.completed_steps), ("upos", m.undone, state.undone_outputs)):
             p = _common_prefix(written, live)
             if p < len(written):
-                db.execute(f"UPDATE outputs SET {column}=NULL WHERE run_id=? AND task_id=? AND {column}>=?", (run, tid, p))
+                put(column, [(None, m.out_n[id(o)]) for o in written[p:]])
                 del written[p:]
             if len(live) > p:
                 put(column, [(i, m.out_n[id(live[i])]) for i in range(p, len(live))])
@@ -920,19 +986,19 @@ class _Writer:
         if len(m.done) != len(state.outputs) or any(
             state.outputs.get(sid) is not m.done[sid] for sid in itertools.islice(reversed(m.done), 2)
         ):
-            db.execute("UPDATE outputs SET done=0 WHERE run_id=? AND task_id=?", (run, tid))
+            self._op(f'["pd",{seq}')  # done=0 for every output
             for slot in fresh.values():
                 slot[1] = 0
             put("done", [(1, m.out_n[id(o)]) for o in state.outputs.values()])
             m.done = dict(state.outputs)
 
     def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:
-        run, tid, db = self.run_id, state.task_id, self.db
+        tid, seq = state.task_id, m.seq
+        kind = "h" if table == "history" else "f"
         p = _common_prefix(written, live)
         if p < len(written):
-            db.execute(f"DELETE FROM {table} WHERE run_id=? AND task_id=? AND i>=?", (run, tid, p))
+            self._op(f'["{kind}x",{seq},{p}')  # cut the list at p
             del written[p:]
-        rows = []
         for i in range(p, len(live)):
             item = live[i]
             if table == "history":
@@ -942,10 +1008,8 @@ class _Writer:
                 rec = enc.done(_snapshot_to_dict(enc, item, (None, f"task {tid} history[{i}]")))
             else:
                 rec = _failure_record(item)
-            rows.append((run, tid, i, _dumps(rec)))
+            self._op(f'["{kind}",{seq},{i}', _dumps(rec))
             written.append(item)
-        if rows:
-            db.executemany(f"INSERT OR REPLACE INTO {table} VALUES(?,?,?,?)", rows)
 
 
 def _ord(m: _Mirror, sid: str) -> int:
@@ -1008,51 +1072,98 @@ def _all_steps(state: TaskState) -> dict[str, TaskStep]:
 
 
 class _Rows:
-    """Every row of one run, read in one transaction."""
+    """Every piece of one run, read in one transaction by replaying its log."""
 
     def __init__(self) -> None:
         self.tasks: list[tuple[str, str]] = []  # (task_id, head)
-        self.steps: dict[str, list[str]] = {}
-        self.outputs: dict[str, list[tuple[int, Any, int, Any, str]]] = {}
-        self.history: dict[str, list[str]] = {}
-        self.failures: dict[str, list[str]] = {}
-        self.objects: dict[int, tuple[str, str]] = {}
-        self.items: dict[int, dict[int, str]] = {}  # k -> item number -> row
+        self.steps: dict[str, list[Any]] = {}
+        self.outputs: dict[str, list[tuple[int, Any, int, Any, Any]]] = {}
+        self.history: dict[str, list[Any]] = {}
+        self.failures: dict[str, list[Any]] = {}
+        self.objects: dict[int, tuple[str, Any]] = {}
+        self.items: dict[int, dict[int, Any]] = {}  # k -> item number -> record
         self.order: dict[int, list[int]] = {}  # k -> the item numbers in the list, in order
 
     @classmethod
-    def read(cls, db: sqlite3.Connection, run: str, only: Sequence[str] | None) -> _Rows:
+    def read(cls, db: sqlite3.Connection, run: str, no: int, only: Sequence[str] | None) -> _Rows:
         rows = cls()
         wanted = None if only is None else set(only)
-        for task_id, head in db.execute("SELECT task_id, head FROM tasks WHERE run_id=? ORDER BY seq", (run,)):
+        task_of: dict[int, str] = {}  # a task's place (seq) -> its id; records of other places are stale
+        for task_id, seq, head in db.execute("SELECT task_id, seq, head FROM tasks WHERE run_id=? ORDER BY seq", (run,)):
             if wanted is None or task_id in wanted:
                 rows.tasks.append((task_id, head))
+                task_of[seq] = task_id
         if wanted is not None and len(rows.tasks) != len(wanted):
             missing = sorted(wanted - {t for t, _ in rows.tasks})
             raise PersistError(f"run {run!r} has no task(s) {missing}")
-        keep = {t for t, _ in rows.tasks}
-        for tid, rec in db.execute("SELECT task_id, rec FROM steps WHERE run_id=? ORDER BY task_id, ord", (run,)):
-            if tid in keep:
-                rows.steps.setdefault(tid, []).append(rec)
-        for tid, n, cpos, done, upos, rec in db.execute(
-            "SELECT task_id, n, cpos, done, upos, rec FROM outputs WHERE run_id=? ORDER BY task_id, n", (run,)
-        ):
-            if tid in keep:
-                rows.outputs.setdefault(tid, []).append((n, cpos, done, upos, rec))
-        for table in ("history", "failures"):
-            target = getattr(rows, table)
-            for tid, rec in db.execute(f"SELECT task_id, rec FROM {table} WHERE run_id=? ORDER BY task_id, i", (run,)):
-                if tid in keep:
-                    target.setdefault(tid, []).append(rec)
-        for k, kind, rec in db.execute("SELECT k, kind, rec FROM objects WHERE run_id=?", (run,)):
-            rows.objects[k] = (kind, rec)
-        for k, i, pos, rec in db.execute("SELECT k, i, pos, rec FROM items WHERE run_id=? ORDER BY k, pos", (run,)):
-            rows.items.setdefault(k, {})[i] = rec
-            if pos is not None:
-                lst = rows.order.setdefault(k, [])
-                if pos != len(lst):
-                    raise PersistError(f"run {run!r}: item {pos} of object {k} follows item {len(lst) - 1}; the store is corrupt")
-                lst.append(i)
+        steps: dict[int, dict[int, Any]] = {}  # seq -> step's place -> record
+        outputs: dict[int, list[list[Any]]] = {}  # seq -> [cpos, done, upos, record] by n
+        lists: dict[str, dict[int, list[Any]]] = {"h": {}, "f": {}}  # history, failures
+        items: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos, record]
+        objects = rows.objects
+        where = f"run {run!r}"
+        op: Any = None
+        try:
+            for (text,) in db.execute("SELECT ops FROM log WHERE id>=? AND id<? ORDER BY id", _run_range(no)):
+                for op in _loads(text, where):
+                    kind = op[0]
+                    if kind == "o":
+                        objects[op[1]] = (op[2], op[3])
+                    elif kind == "i":
+                        items.setdefault(op[1], {})[op[2]] = [op[3], op[4]]
+                    elif kind == "ic":
+                        found = items[op[1]]
+                        for i in op[2]:
+                            found[i][0] = None
+                    elif op[1] not in task_of:
+                        if kind not in ("s", "u", "p", "pd", "h", "f", "hx", "fx"):
+                            raise ValueError(kind)
+                    elif kind == "s":
+                        steps.setdefault(op[1], {})[op[2]] = op[3]
+                    elif kind == "u":
+                        outs = outputs.setdefault(op[1], [])
+                        n = op[2]
+                        if n == len(outs):
+                            outs.append([*op[3], op[4]])
+                        elif n < len(outs):
+                            outs[n] = [*op[3], op[4]]
+                        else:
+                            raise PersistError(f"{where}: output {n} follows output {len(outs) - 1}; the store is corrupt")
+                    elif kind == "p":
+                        outs = outputs[op[1]]
+                        slot = op[2]
+                        for value, n in op[3]:
+                            outs[n][slot] = value
+                    elif kind == "pd":
+                        for out in outputs.get(op[1], ()):
+                            out[1] = 0
+                    elif kind == "h" or kind == "f":
+                        lst = lists[kind].setdefault(op[1], [])
+                        i = op[2]
+                        if i == len(lst):
+                            lst.append(op[3])
+                        elif i < len(lst):
+                            lst[i] = op[3]
+                        else:
+                            raise PersistError(f"{where}: record {i} follows record {len(lst) - 1}; the store is corrupt")
+                    elif kind == "hx" or kind == "fx":
+                        del lists[kind[0]].get(op[1], [])[op[2]:]
+                    else:
+                        raise ValueError(kind)
+        except (LookupError, TypeError, ValueError) as err:
+            raise PersistError(f"{where}: a stored record {str(op)[:80]!r} does not fit ({err!r}); the store is corrupt") from err
+        for seq, tid in task_of.items():
+            rows.steps[tid] = [rec for _, rec in sorted(steps.get(seq, {}).items())]
+            rows.outputs[tid] = [(n, cpos, done, upos, rec) for n, (cpos, done, upos, rec) in enumerate(outputs.get(seq, []))]
+            rows.history[tid] = lists["h"].get(seq, [])
+            rows.failures[tid] = lists["f"].get(seq, [])
+        for k, found in items.items():
+            rows.items[k] = {i: rec for i, (_, rec) in found.items()}
+            placed = sorted((pos, i) for i, (pos, _) in found.items() if pos is not None)
+            for want, (pos, _) in enumerate(placed):
+                if pos != want:
+                    raise PersistError(f"{where}: item {pos} of object {k} follows item {want - 1}; the store is corrupt")
+            rows.order[k] = [i for _, i in placed]
         return rows
 
     def task_docs(self, source: str) -> list[dict[str, Any]]:
@@ -1062,8 +1173,7 @@ class _Rows:
             where = f"{source}: task {tid}"
             doc = _loads(head_text, where)
             steps, states, models = [], {}, {}
-            for text in self.steps.get(tid, []):
-                rec = _loads(text, where)
+            for rec in self.steps.get(tid, []):
                 sid = rec.get("step_id")
                 states[sid] = rec.pop("state", {})
                 model = rec.pop("model", None)
@@ -1071,10 +1181,7 @@ class _Rows:
                     models[sid] = model
                 steps.append(rec)
             outputs, completed, done, undone = [], [], [], []
-            for n, cpos, is_done, upos, text in self.outputs.get(tid, []):
-                if n != len(outputs):
-                    raise PersistError(f"{where}: output {n} follows output {len(outputs) - 1}; the store is corrupt")
-                rec = _loads(text, where)
+            for n, cpos, is_done, upos, rec in self.outputs.get(tid, []):
                 outputs.append(rec)
                 if cpos is not None:
                     completed.append((cpos, n))
@@ -1090,11 +1197,14 @@ class _Rows:
                 completed=[n for _, n in sorted(completed)],
                 done=dict(done),
                 undone_outputs=[n for _, n in sorted(undone)],
-                history=[_loads(t, where) for t in self.history.get(tid, [])],
-                failures=[_loads(t, where) for t in self.failures.get(tid, [])],
+                history=list(self.history.get(tid, [])),
+                failures=list(self.failures.get(tid, [])),
             )
             docs.append(doc)
         return docs
+
+
+_MISSING = object()
 
 
 class _StoreDecoder(_Decoder):
@@ -1132,8 +1242,7 @@ class _StoreDecoder(_Decoder):
         entry = self.rows.objects.get(k) if type(k) is int else None
         if entry is None:
             raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
-        kind, text = entry
-        rec = _loads(text, self.source)
+        kind, rec = entry
         if kind == "dict":
             out: dict[str, Any] = {}
             self.built[k] = out
@@ -1163,11 +1272,10 @@ class _StoreDecoder(_Decoder):
         if key in self.items_built:
             return self.items_built[key]
         items = self.rows.items.get(k) if type(k) is int else None
-        text = items.get(i) if items is not None and type(i) is int else None
-        if text is None:
+        raw = items.get(i, _MISSING) if items is not None and type(i) is int else _MISSING
+        if raw is _MISSING:
             raise self.fail(where, f"refers to item {i!r} of stored object {k!r}, which the store does not hold")
         kind = self.rows.objects.get(k, ("?", ""))[0]
-        raw = _loads(text, self.source)
         if kind == "mem":
             if not (type(raw) is list and len(raw) == 2):
                 raise self.fail(where, f"item {i} of memory {k} is not a [message, count] pair")
