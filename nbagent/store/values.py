@@ -266,17 +266,27 @@ class _Encoder:
                 raise PersistError(f"cannot save {_path_text(path)}: the model contains itself")
             return {"$ref": n}
         cls = type(v)
-        ref = self._class_ref(cls, path)
+        plan = _MODEL_PLANS.get(cls)
+        if plan is None:
+            plan = _model_plan(cls)
+        ref = plan[0] if plan[0] is not None else self._class_ref(cls, path)
         self.building.add(n)
         data: dict[str, Any] = {}
-        for name, info in cls.model_fields.items():
-            value = v.__dict__.get(name, None)
-            if _is_plain_default(value, info):
+        fields = v.__dict__
+        for name, attr, default, info, enum_type in plan[1]:
+            value = fields.get(name, None)
+            if value is None:
+                if default is None:
+                    continue
+            elif value is False:
+                if default is False:
+                    continue
+            elif type(value) in (list, dict, tuple) and not value and _is_plain_default(value, info):
                 continue
-            if isinstance(value, enum.Enum) and info.annotation is type(value):
-                data[name] = self.value(value.value, (path, f".{name}"))  # validation restores it
+            if enum_type is not None and type(value) is enum_type:
+                data[name] = self.value(value.value, (path, attr))  # validation restores it
             else:
-                data[name] = self.value(value, (path, f".{name}"))
+                data[name] = self.value(value, (path, attr))
         extra = v.model_extra
         if extra:
             for name, value in extra.items():
@@ -304,16 +314,39 @@ class _Encoder:
         return out
 
 
+# per model class: its reference when always allowed (nbagent's own; a class registered with
+# allow_type is checked every time: the registry may change), and per field what
+# ``_Encoder._model`` needs: (name, ".name", default, FieldInfo, the Enum class it is annotated with)
+_MODEL_PLANS: dict[type, tuple[str | None, tuple[tuple[str, str, Any, Any, Any], ...]]] = {}
+_FACTORY_TYPES: dict[Any, type] = {}  # default_factory -> the type it makes (called once)
+
+
+def _model_plan(cls: type) -> tuple[str | None, tuple[tuple[str, str, Any, Any, Any], ...]]:
+    ref = _ref_of(cls)
+    fields = []
+    for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
+        ann = info.annotation
+        enum_type = ann if isinstance(ann, type) and issubclass(ann, enum.Enum) else None
+        fields.append((name, f".{name}", info.default, info, enum_type))
+    plan = (ref if _is_nbagent(ref) and "<locals>" not in ref else None, tuple(fields))
+    _MODEL_PLANS[cls] = plan
+    return plan
+
+
 def _is_plain_default(value: Any, info: Any) -> bool:
     """A field left at an empty default (None, False, "", [], {}) need not be written."""
     if value is None:
         return info.default is None
     if type(value) in (list, dict, tuple) and not value:
-        if info.default_factory is not None:
-            try:
-                return type(info.default_factory()) is type(value)  # type: ignore[call-arg]
-            except Exception:  # noqa: BLE001
-                return False
+        factory = info.default_factory
+        if factory is not None:
+            made = _FACTORY_TYPES.get(factory)
+            if made is None:
+                try:
+                    made = _FACTORY_TYPES[factory] = type(factory())  # type: ignore[call-arg]
+                except Exception:  # noqa: BLE001
+                    return False
+            return made is type(value)
         return type(info.default) is type(value) and not info.default
     if type(value) is bool and value is False:
         return info.default is False
