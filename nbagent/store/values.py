@@ -157,91 +157,110 @@ class _Encoder:
 
     def value(self, v: Any, path: Path_) -> Any:
         t = type(v)
-        if t is str and len(v) >= SHARED_STR_CHARS:
-            # a long text kept in several places (extra_state and every undo snapshot) is
-            # written once: 1 MB set once must not become 30 MB after 30 steps
-            n, first = self._number(v)
-            if not first:
-                return {"$ref": n}
-            return {"$type": "str", "$id": n, "value": v}
-        if v is None or t is str or t is bool or t is int:
+        if t is str:
+            if len(v) >= SHARED_STR_CHARS:
+                # a long text kept in several places (extra_state and every undo snapshot) is
+                # written once: 1 MB set once must not become 30 MB after 30 steps
+                n, first = self._number(v)
+                if not first:
+                    return {"$ref": n}
+                return {"$type": "str", "$id": n, "value": v}
+            return v
+        if v is None or t is bool or t is int:
             return v
         if t is float:
             if math.isfinite(v):
                 return v
             return {"$type": "float", "value": repr(v)}
-        if t is dict:
-            n, first = self._number(v)
-            if not first:
-                return {"$ref": n}
-            if all(type(k) is str and not k.startswith("$") for k in v):
-                out: dict[str, Any] = {"$id": n}
-                for k, item in list(v.items()):
-                    out[k] = self.value(item, (path, k))
-                return out
-            items = [[self.value(k, (path, ".<key>")), self.value(item, (path, k))] for k, item in list(v.items())]
-            return {"$type": "dict", "$id": n, "items": items}
-        if t is list or t is AppendLog:
-            n, first = self._number(v)
-            if not first:
-                return {"$ref": n}
-            tag = "list" if t is list else "AppendLog"
-            return {"$type": tag, "$id": n, "items": [self.value(x, (path, i)) for i, x in enumerate(list(v))]}
-        if t is tuple:
-            return {"$type": "tuple", "items": [self.value(x, (path, i)) for i, x in enumerate(v)]}
-        if t is set or t is frozenset:
-            n, first = self._number(v)
-            if not first:
-                return {"$ref": n}
-            items = [self.value(x, (path, i)) for i, x in enumerate(_sorted_if_possible(v))]
-            return {"$type": t.__name__, "$id": n, "items": items}
-        if t is bytes:
-            return {"$type": "bytes", "base64": base64.b64encode(v).decode("ascii")}
-        if isinstance(v, enum.Enum):
-            return {"$type": "enum", "class": self._class_ref(t, path), "value": self.value(v.value, (path, ".value"))}
-        if isinstance(v, TaskStep):
-            step = self.steps.get(v.step_id)
-            if step is None:
-                raise PersistError(
-                    f"cannot save {_path_text(path)}: step {v.step_id!r} is not a step of this task"
-                )
-            return {"$type": "step", "id": v.step_id}
-        if isinstance(v, TaskStepOutput):
-            k = self.output_index.get(id(v))
-            if k is None:
-                raise PersistError(
-                    f"cannot save {_path_text(path)}: a TaskStepOutput that is not one of this "
-                    "task's outputs"
-                )
-            return {"$type": "output", "n": k}
-        if isinstance(v, Task):
+        handler = _HANDLERS.get(t)
+        if handler is None:
+            handler = _handler_for(t)
+        return handler(self, v, path)
+
+    # one handler per kind of value; ``_handler_for`` picks it once per type
+    def _dict(self, v: dict[Any, Any], path: Path_) -> Any:
+        n, first = self._number(v)
+        if not first:
+            return {"$ref": n}
+        for k in v:
+            if type(k) is not str or k.startswith("$"):
+                break
+        else:
+            out: dict[str, Any] = {"$id": n}
+            value = self.value
+            for k, item in list(v.items()):
+                out[k] = value(item, (path, k))
+            return out
+        items = [[self.value(k, (path, ".<key>")), self.value(item, (path, k))] for k, item in list(v.items())]
+        return {"$type": "dict", "$id": n, "items": items}
+
+    def _list(self, v: list[Any], path: Path_) -> Any:
+        n, first = self._number(v)
+        if not first:
+            return {"$ref": n}
+        tag = "list" if type(v) is list else "AppendLog"
+        value = self.value
+        return {"$type": tag, "$id": n, "items": [value(x, (path, i)) for i, x in enumerate(list(v))]}
+
+    def _tuple(self, v: tuple[Any, ...], path: Path_) -> Any:
+        value = self.value
+        return {"$type": "tuple", "items": [value(x, (path, i)) for i, x in enumerate(v)]}
+
+    def _set(self, v: Any, path: Path_) -> Any:
+        n, first = self._number(v)
+        if not first:
+            return {"$ref": n}
+        items = [self.value(x, (path, i)) for i, x in enumerate(_sorted_if_possible(v))]
+        return {"$type": type(v).__name__, "$id": n, "items": items}
+
+    def _bytes(self, v: bytes, path: Path_) -> Any:
+        return {"$type": "bytes", "base64": base64.b64encode(v).decode("ascii")}
+
+    def _enum(self, v: enum.Enum, path: Path_) -> Any:
+        return {"$type": "enum", "class": self._class_ref(type(v), path), "value": self.value(v.value, (path, ".value"))}
+
+    def _step(self, v: TaskStep, path: Path_) -> Any:
+        step = self.steps.get(v.step_id)
+        if step is None:
+            raise PersistError(f"cannot save {_path_text(path)}: step {v.step_id!r} is not a step of this task")
+        return {"$type": "step", "id": v.step_id}
+
+    def _output(self, v: TaskStepOutput, path: Path_) -> Any:
+        k = self.output_index.get(id(v))
+        if k is None:
             raise PersistError(
-                f"cannot save {_path_text(path)}: a Task object inside task state (keep its "
-                "task_id instead)"
+                f"cannot save {_path_text(path)}: a TaskStepOutput that is not one of this task's outputs"
             )
-        if isinstance(v, BaseModel):
-            return self._model(v, path)
-        if t is ChatMemoryBuffer:
-            return self._memory(v, path)
-        if t is StreamingAgentChatResponse:
-            n, first = self._number(v)
-            if not first:
-                return {"$ref": n}
-            return {
-                "$type": "StreamingAgentChatResponse",
-                "$id": n,
-                "response": v.response,
-                "done": v.is_done,
-                "sources": self.value(v.sources, (path, ".sources")),
-                "metadata": self.value(getattr(v, "metadata", {}), (path, ".metadata")),
-            }
-        if t is _Saved:
-            return {
-                "$type": "saved",
-                "copy": v.is_copy,
-                "value": self.value(v.value, (path, ".value")),
-                "token": self.value(v.token, (path, ".token")),
-            }
+        return {"$type": "output", "n": k}
+
+    def _task(self, v: Task, path: Path_) -> Any:
+        raise PersistError(
+            f"cannot save {_path_text(path)}: a Task object inside task state (keep its task_id instead)"
+        )
+
+    def _streaming(self, v: StreamingAgentChatResponse, path: Path_) -> Any:
+        n, first = self._number(v)
+        if not first:
+            return {"$ref": n}
+        return {
+            "$type": "StreamingAgentChatResponse",
+            "$id": n,
+            "response": v.response,
+            "done": v.is_done,
+            "sources": self.value(v.sources, (path, ".sources")),
+            "metadata": self.value(getattr(v, "metadata", {}), (path, ".metadata")),
+        }
+
+    def _saved(self, v: _Saved, path: Path_) -> Any:
+        return {
+            "$type": "saved",
+            "copy": v.is_copy,
+            "value": self.value(v.value, (path, ".value")),
+            "token": self.value(v.token, (path, ".token")),
+        }
+
+    def _unsupported(self, v: Any, path: Path_) -> Any:
+        t = type(v)
         raise PersistError(
             f"cannot save {_path_text(path)}: a value of type {t.__module__}.{t.__qualname__} "
             f"({_short_repr(v)}); a run file holds JSON values, tuples, sets, bytes, AppendLog, "
@@ -312,6 +331,46 @@ class _Encoder:
         out["messages"] = self.value(v._messages, (path, ".messages"))
         out["counts"] = self.value(v._counts, (path, ".counts"))
         return out
+
+
+_HANDLERS: dict[type, Callable[[_Encoder, Any, Path_], Any]] = {}  # a value's exact type -> its handler
+
+
+def _handler_for(t: type) -> Callable[[_Encoder, Any, Path_], Any]:
+    """The handler for values of type ``t``, in the order the kinds are told apart (a subclass
+    of str, int, dict, ... is not a JSON value: it goes on down the list)."""
+    E = _Encoder
+    if t is dict:
+        h: Any = E._dict
+    elif t is list or t is AppendLog:
+        h = E._list
+    elif t is tuple:
+        h = E._tuple
+    elif t is set or t is frozenset:
+        h = E._set
+    elif t is bytes:
+        h = E._bytes
+    elif issubclass(t, enum.Enum):
+        h = E._enum
+    elif issubclass(t, TaskStep):
+        h = E._step
+    elif issubclass(t, TaskStepOutput):
+        h = E._output
+    elif issubclass(t, Task):
+        h = E._task
+    elif issubclass(t, BaseModel):
+        h = E._model
+    elif t is ChatMemoryBuffer:
+        h = E._memory
+    elif t is StreamingAgentChatResponse:
+        h = E._streaming
+    elif t is _Saved:
+        h = E._saved
+    else:
+        h = E._unsupported
+    # called directly: an encoder subclass changes ``value`` (which runs first), not these
+    _HANDLERS[t] = h
+    return h  # type: ignore[no-any-return]
 
 
 # per model class: its reference when always allowed (nbagent's own; a class registered with
