@@ -474,14 +474,14 @@ class _StoreEncoder(_Encoder):
     def value(self, v: Any, path: Path_) -> Any:
         t = type(v)
         if v is None or t is str or t is bool or t is int or t is float:
-            return super().value(v, path)
+            return _Encoder.value(self, v, path)
         found = self.w.refs.get(id(v))
         if found is not None and found[1] is v:
             self.w.touched.add(found[2])
             return found[0]
         if t is ChatMemoryBuffer or t is AppendLog:
             return self.w.container(v)
-        return super().value(v, path)
+        return _Encoder.value(self, v, path)
 
     def root(self, v: Any, path: Path_) -> Any:
         """Encode ``v`` itself (it is the row), not a reference to it."""

@@ -189,7 +189,11 @@ class _Encoder:
             out: dict[str, Any] = {"$id": n}
             value = self.value
             for k, item in list(v.items()):
-                out[k] = value(item, (path, k))
+                ti = type(item)
+                if ti in _AS_IS or (ti is str and len(item) < SHARED_STR_CHARS):
+                    out[k] = item  # what value() would return, without the call
+                else:
+                    out[k] = value(item, (path, k))
             return out
         items = [[self.value(k, (path, ".<key>")), self.value(item, (path, k))] for k, item in list(v.items())]
         return {"$type": "dict", "$id": n, "items": items}
@@ -204,7 +208,11 @@ class _Encoder:
 
     def _tuple(self, v: tuple[Any, ...], path: Path_) -> Any:
         value = self.value
-        return {"$type": "tuple", "items": [value(x, (path, i)) for i, x in enumerate(v)]}
+        items = [
+            x if (type(x) in _AS_IS or (type(x) is str and len(x) < SHARED_STR_CHARS)) else value(x, (path, i))
+            for i, x in enumerate(v)
+        ]
+        return {"$type": "tuple", "items": items}
 
     def _set(self, v: Any, path: Path_) -> Any:
         n, first = self._number(v)
@@ -292,20 +300,27 @@ class _Encoder:
         self.building.add(n)
         data: dict[str, Any] = {}
         fields = v.__dict__
+        encode = self.value
         for name, attr, default, info, enum_type in plan[1]:
             value = fields.get(name, None)
             if value is None:
                 if default is None:
                     continue
-            elif value is False:
+                data[name] = None
+                continue
+            tv = type(value)
+            if tv is str and len(value) < SHARED_STR_CHARS:
+                data[name] = value
+                continue
+            if value is False:
                 if default is False:
                     continue
             elif type(value) in (list, dict, tuple) and not value and _is_plain_default(value, info):
                 continue
-            if enum_type is not None and type(value) is enum_type:
-                data[name] = self.value(value.value, (path, attr))  # validation restores it
+            if enum_type is not None and tv is enum_type:
+                data[name] = encode(value.value, (path, attr))  # validation restores it
             else:
-                data[name] = self.value(value, (path, attr))
+                data[name] = encode(value, (path, attr))
         extra = v.model_extra
         if extra:
             for name, value in extra.items():
@@ -333,6 +348,7 @@ class _Encoder:
         return out
 
 
+_AS_IS = frozenset({int, bool, type(None)})  # values written as they are (str: when short)
 _HANDLERS: dict[type, Callable[[_Encoder, Any, Path_], Any]] = {}  # a value's exact type -> its handler
 
 
