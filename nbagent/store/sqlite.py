@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbagent import events as _ev
 from nbagent import ids as _ids
 from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.runner.snapshot import AppendLog
@@ -524,6 +525,8 @@ class _Mirror:
         self.history: list[Any] = []
         self.failures: list[Any] = []
         self.order: dict[str, int] = {}  # step id -> its place among the task's step rows
+        self.fixed: Any = None  # what the task row's fixed part was written from
+        self.fixed_text = ""  # and that part's JSON (without its closing brace)
 
 
 def _common_prefix(written: list[Any], live: Sequence[Any]) -> int:
@@ -676,8 +679,7 @@ class _Writer:
 
     # ----- events -----------------------------------------------------------------------
     def on_event(self, event: Any) -> None:
-        from nbagent import events as ev
-
+        ev = _ev
         t = type(event)
         if t is ev.StepStarted or t is ev.TokenStreamed or not isinstance(event, ev.Event):
             return
@@ -917,35 +919,43 @@ class _Writer:
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
-        # 5. the task's own row
-        enc = _StoreEncoder(self)
-        enc.steps = known  # type: ignore[assignment]
-        enc.output_index = m.out_n
-        root: Path_ = (None, f"task {tid}")
-        running = sorted(state.running, key=lambda sid: _ord(m, sid))
-        head = enc.done({
-            "task_id": tid,
-            "input": task.input,
-            "status": state.status.value,
-            "memory": mem_ref,
-            "scratch_memory": scratch_ref,
-            "extra_state": extra_ref,
+        # 5. the task's own row: what rarely changes is encoded once (the input may be long)
+        fixed = (task.input, mem_ref["$c"], scratch_ref["$c"], extra_ref["$d"], state.keep_history)
+        if m.fixed != fixed:
+            m.fixed = fixed
+            m.fixed_text = _dumps({
+                "task_id": tid,
+                "input": task.input,
+                "memory": mem_ref,
+                "scratch_memory": scratch_ref,
+                "extra_state": extra_ref,
+                "keep_history": state.keep_history,
+            })[:-1]
+        final = state.final_response
+        if final is not None:
+            enc = _StoreEncoder(self)
+            enc.steps = known  # type: ignore[assignment]
+            enc.output_index = m.out_n
+            final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
+        running = sorted(state.running, key=lambda sid: _ord(m, sid)) if state.running else []
+        status = state.status.value
+        head = m.fixed_text + "," + _dumps({
+            "status": status,
             "queue": running + [s.step_id for s in state.step_queue],
             "undone_edges": [[a, b] for a, b in state.undone_edges],
             "undone_ids": sorted(state.undone_ids),
             "finalized": state.finalized,
             "abandoned": state.abandoned,
-            "keep_history": state.keep_history,
-            "final_response": enc.value(state.final_response, (root, ".final_response")),
-        })
+            "final_response": final,
+        })[1:]
         self._sync_containers()
         response = getattr(state.final_response, "response", None)
         db.execute(
             "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
             "status=excluded.status, response=excluded.response, steps=excluded.steps, "
             "updated=excluded.updated, head=excluded.head",
-            (run, tid, m.seq, state.status.value, task.input, response if isinstance(response, str) else None,
-             len(state.completed_steps), time.time(), _dumps(head)),
+            (run, tid, m.seq, status, task.input, response if isinstance(response, str) else None,
+             len(state.completed_steps), time.time(), head),
         )
 
     def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
@@ -954,7 +964,7 @@ class _Writer:
         seq = m.seq
 
         def put(column: str, values: list[tuple[Any, int]]) -> None:
-            slot = {"cpos": 0, "done": 1, "upos": 2}[column]
+            slot = _SLOTS[column]
             old = []
             for value, n in values:
                 if n in fresh:
@@ -983,9 +993,13 @@ class _Writer:
                 if live_out is not None:
                     put("done", [(1, m.out_n[id(live_out)])])
                     m.done[sid] = live_out
-        if len(m.done) != len(state.outputs) or any(
-            state.outputs.get(sid) is not m.done[sid] for sid in itertools.islice(reversed(m.done), 2)
-        ):
+        stale = len(m.done) != len(state.outputs)
+        if not stale:
+            for sid in itertools.islice(reversed(m.done), 2):
+                if state.outputs.get(sid) is not m.done[sid]:
+                    stale = True
+                    break
+        if stale:
             self._op(f'["pd",{seq}')  # done=0 for every output
             for slot in fresh.values():
                 slot[1] = 0
@@ -1010,6 +1024,9 @@ class _Writer:
                 rec = _failure_record(item)
             self._op(f'["{kind}",{seq},{i}', _dumps(rec))
             written.append(item)
+
+
+_SLOTS = {"cpos": 0, "done": 1, "upos": 2}  # an output's positions, as its records list them
 
 
 def _ord(m: _Mirror, sid: str) -> int:
