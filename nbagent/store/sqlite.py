@@ -1,12 +1,21 @@
 """A run store on SQLite: runs saved one step at a time, readable while they go on.
 
 Why: a run file is rewritten whole after every change, so autosaving a task of N steps costs
-O(N) per step. The store keeps every piece of a run in its own row (a step, an output, an undo
-snapshot, a failure, an item of a memory or ``AppendLog``, a state dict) and autosave writes, in
-one transaction per step, only the rows that step changed. SQLite's write-ahead log (WAL) lets
-other connections (another kernel, ``nbagent report``) read a consistent run while it goes on,
-and a process killed at any moment (``kill -9``) leaves every committed step loadable.
-Standard library only (``sqlite3``).
+O(N) per step. The store keeps every piece of a run (a step, an output, an undo snapshot, a
+failure, an item of a memory or ``AppendLog``, a state dict) as a record of its own, and
+autosave writes, in one transaction per step, only the records that step changed: one row of
+the ``log`` table (the records, in order) and the task's row of ``tasks`` (what ``tasks()``
+lists), so a step's commit touches two or three database pages however long the run is.
+Loading replays a run's log rows in order; ``save`` writes a run in full again, which compacts
+its log. When ``run_step`` returns, its step is committed: any other connection (another
+kernel, ``nbagent report``) sees it, and reads a consistent run while it goes on.
+
+Durability: SQLite's write-ahead log (WAL) with ``synchronous=NORMAL``: a commit is in the
+log before ``run_step`` returns, so a process killed at any moment (``kill -9``, a crashed
+kernel) leaves every committed step loadable. The log is not flushed to the disk at every
+commit (that fsync would cost more than the step): a power cut or an OS crash may take back
+the steps committed since the last checkpoint (SQLite syncs the log there, every ~4 MB of it,
+a few hundred steps), never corrupt the store. Standard library only (``sqlite3``).
 
 Public API (the batch runner builds on it; everything else here is private)::
 
@@ -28,17 +37,27 @@ Public API (the batch runner builds on it; everything else here is private)::
 "completed", "active", ...), ``input``, ``response`` (the final answer's text once finalized,
 else None), ``steps`` (completed steps) and ``updated`` (``time.time()`` of the last write).
 
-What a row holds is the run file's record of that piece (``nbagent.store.codec``); values in
-it are tagged JSON (``nbagent.store.values``) plus three references to other rows:
+What a record holds is the run file's record of that piece (``nbagent.store.codec``); values
+in it are tagged JSON (``nbagent.store.values``) plus three references to other records:
 ``{"$c": k}`` a ``ChatMemoryBuffer`` or ``AppendLog`` whose items are rows of ``items``,
 ``{"$d": k}`` a task's ``extra_state`` or a step's ``step_state`` dict, ``{"$i": [k, i]}``
 item ``i`` of container ``k`` (a tool output that a step's output and the state both hold
 stays one object). Loading puts the pieces back together and rebuilds the runner exactly as
-``nbagent.store.codec`` does for a run file.
+``nbagent.store.codec`` does for a run file. The records of a log row (``_Rows.read`` replays
+them): ``["o", k, kind, rec]`` an object (a state dict, a memory's or log's settings),
+``["i", k, i, pos, rec]`` an item of container ``k``, ``["ic", k, [i...]]`` items cut off
+its list (an undo), ``["s", t, ord, rec]`` a step of the task at place ``t``, ``["u", t, n,
+[cpos, done, upos], rec]`` its output ``n``, ``["p", t, slot, [[value, n]...]]`` where
+outputs now stand, ``["pd", t]`` none done, ``["h"|"f", t, i, rec]`` an undo snapshot or a
+failure, ``["hx"|"fx", t, i]`` that list cut at ``i``. A task written again in full gets a
+new place ``t``; records of a place no task holds any more are skipped.
 
 Limits: a state value that is a plain list or dict growing every step is rewritten whole at
-every step (keep growing state in an ``AppendLog``, as nbagent's own workers do); rows a
-deleted task or a reset left in shared containers stay until the run is saved in full again.
+every step (keep growing state in an ``AppendLog``, as nbagent's own workers do); records a
+deleted task, a reset or a finalized task (written again in full) left behind stay in the
+log until the run is saved in full again; a task's undone links (``undone_edges``) are in its
+row, which every step rewrites. A store written by schema 1 (nbagent before the log) is
+refused by name: save its runs as run files with the nbagent that wrote it.
 """
 
 from __future__ import annotations
@@ -199,10 +218,9 @@ class RunStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL: a commit survives the process being killed; no fsync per step
             self._db.execute("PRAGMA synchronous=NORMAL")
-            # a step rewrites the same few pages (its task's row, the newest leaves): copy them
-            # back into the database every ~10,000 pages, not every 1,000, and keep the log's
-            # file at most 64 MB between checkpoints
-            self._db.execute("PRAGMA wal_autocheckpoint=10000")
+            # SQLite's default checkpoint (every 1,000 pages of log, ~4 MB) also bounds what a
+            # power cut can take back (see the module); keep the log's file at most 64 MB
+            self._db.execute("PRAGMA wal_autocheckpoint=1000")
             self._db.execute("PRAGMA journal_size_limit=67108864")
             with self._tx():
                 for stmt in _SCHEMA_SQL.split(";"):

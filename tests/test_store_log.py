@@ -1,0 +1,189 @@
+"""The run store's log (schema 2): each autosaved change is one row of records; loading replays
+them. What could go wrong is the replay: a record applied in the wrong place, a cut list not cut,
+a stale task's records picked up. Each test compares the store with the live runner exactly."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbagent import AgentChatResponse, AgentRunner, ParallelAgentRunner, Task, seed_ids
+from nbagent.persist import PersistError
+from nbagent.runner.snapshot import AppendLog
+from nbagent.store import RunStore
+from tests.helpers import CountingWorker
+from tests.test_store import same
+
+
+class Flaky(CountingWorker):
+    """Counts; fails the next step when told to (once), so failures come at any point of a
+    run; an input of "stop" makes the step the last one."""
+
+    fail_next: bool = False
+
+    def _run_step(self, state: dict[str, Any], task: Task, input: str | None = None) -> tuple[AgentChatResponse, bool]:
+        if self.fail_next:
+            self.fail_next = False
+            state["count"] += 1  # a change the failed step must not leave behind
+            raise RuntimeError("told to fail")
+        response, done = super()._run_step(state, task, input)
+        return response, done or input == "stop"
+
+
+def _run_id(runner: AgentRunner) -> str:
+    return runner.__dict__["_store_origin"][1]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("runner_cls", [AgentRunner, ParallelAgentRunner])
+def test_random_changes_load_exactly_like_the_live_runner(tmp_path: Path, runner_cls: type) -> None:
+    seed_ids(5)
+    rng = random.Random(7)
+    db = tmp_path / "runs.db"
+    worker = Flaky(target=10**6)
+    runner = runner_cls(worker, autosave=db)
+    tasks = [runner.create_task("first")]
+    done = 0
+    for i in range(70):
+        task = rng.choice(tasks)
+        state = runner.state_of(task.task_id)
+        roll = rng.random()
+        if state.finalized or roll < 0.05:
+            tasks.append(runner.create_task(f"task {i}"))
+        elif roll < 0.45:
+            runner.run_step(task, input=rng.choice([None, f"in {i}"]))
+        elif roll < 0.6 and state.completed_steps:
+            runner.undo_step(task, input=rng.choice([None, f"branch {i}"]))  # the next step makes a branch
+        elif roll < 0.68:
+            worker.fail_next = True
+            with pytest.raises(RuntimeError):
+                runner.run_step(task)
+        elif roll < 0.74 and runner.get_upcoming_steps(task):
+            runner.edit_step(task, runner.get_upcoming_steps(task)[0].step_id, input=f"edited {i}")
+        elif roll < 0.8:
+            runner.run_step(task, input="stop")
+            runner.finalize_response(task)
+            done += 1
+        elif roll < 0.84 and len(tasks) > 1:
+            runner.delete_task(task)
+            tasks.remove(task)
+        else:
+            runner.run_step(task)
+        same(runner, runner_cls.load(db))  # after every change, exactly the live runner
+    assert done and len(runner.tasks) > 1  # the walk went through every kind of change
+    assert any(s.failures for s in runner.tasks.values()) and any(s.undone_outputs for s in runner.tasks.values())
+    # and the loaded run goes on like the live one
+    loaded = runner_cls.load(db, Flaky(target=10**6))
+    for r in (runner, loaded):
+        seed_ids(11)
+        for state in list(r.tasks.values()):
+            if not state.finalized:
+                if state.completed_steps:
+                    r.undo_step(state.task_id)
+                r.run_step(state.task_id, input="after")
+    same(runner, loaded)
+
+
+def test_another_connection_sees_each_step_as_soon_as_run_step_returns(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    runner = AgentRunner(CountingWorker(target=10**6), autosave=db)  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    reader = sqlite3.connect(db)  # plain sqlite3, not nbagent: what any other process sees
+    for n in range(1, 31):
+        runner.run_step(task)
+        (steps,) = reader.execute("SELECT steps FROM tasks WHERE task_id=?", (task.task_id,)).fetchone()
+        assert steps == n
+        if n % 10 == 0:
+            state = RunStore(db).load().state_of(task.task_id)
+            assert state.task.extra_state["count"] == n == len(state.completed_steps)
+    reader.close()
+
+
+class Steady(CountingWorker):
+    """Keeps its growing state where a step's snapshot is O(1) (memory, AppendLog), as
+    nbagent's own workers do (CountingWorker's plain list of inputs is rewritten every step)."""
+
+    def _initialize_state(self, task: Task, **kwargs: Any) -> dict[str, Any]:
+        return {"count": 0, "seen_inputs": AppendLog()}
+
+
+def test_a_step_appends_one_log_row_of_the_same_size_at_step_10_and_step_600(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    runner = AgentRunner(Steady(target=10**6), store=store)  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    reader = sqlite3.connect(db)
+    sizes = {}
+    for n in range(1, 601):
+        rows_before = reader.execute("SELECT count(*) FROM log").fetchone()[0]
+        changes = store._db.total_changes
+        runner.run_step(task)
+        assert store._db.total_changes - changes == 2  # the log row and the task's row
+        assert reader.execute("SELECT count(*) FROM log").fetchone()[0] == rows_before + 1
+        if n in (10, 600):
+            sizes[n] = reader.execute("SELECT length(ops) FROM log ORDER BY id DESC LIMIT 1").fetchone()[0]
+    assert sizes[600] <= sizes[10] * 1.1  # a few more digits in the numbers, nothing that grows
+    ops = json.loads(reader.execute("SELECT ops FROM log ORDER BY id DESC LIMIT 1").fetchone()[0])
+    assert sorted({op[0] for op in ops}) == ["h", "i", "o", "s", "u"]  # what a step changes
+    reader.close()
+
+
+def test_saving_in_full_compacts_the_log_and_loads_the_same(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    runner = AgentRunner(CountingWorker(target=10**6), store=store)  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    for n in range(40):
+        runner.run_step(task)
+        if n % 5 == 4:
+            runner.undo_step(task)
+    assert store._db.execute("SELECT count(*) FROM log").fetchone()[0] > 40
+    store.save(runner)  # the same run, written again in full
+    assert store._db.execute("SELECT count(*) FROM log").fetchone()[0] == 1
+    same(runner, store.load())
+    runner.run_step(task)  # autosave goes on from there
+    same(runner, store.load())
+
+
+def test_a_stale_task_s_records_are_not_picked_up_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = RunStore(db)
+    runner = AgentRunner(CountingWorker(target=3), store=store)  # type: ignore[arg-type]
+    a = runner.create_task("a")
+    for _ in range(3):
+        runner.run_step(a)
+    runner.finalize_response(a)  # written again in full, under a new place in the run
+    b = runner.create_task("b")
+    runner.run_step(b)
+    loaded = store.load()
+    same(runner, loaded)
+    assert len(loaded.state_of(a.task_id).completed_steps) == 3  # not 3 + the 3 written before
+
+
+def test_old_and_damaged_stores_are_refused_by_name(tmp_path: Path) -> None:
+    old = tmp_path / "old.db"
+    RunStore(old).close()
+    con = sqlite3.connect(old)
+    con.execute("UPDATE meta SET value='1' WHERE name='schema'")
+    con.commit()
+    con.close()
+    with pytest.raises(PersistError, match="older nbagent .*schema 1"):
+        RunStore(old)
+    bad = tmp_path / "bad.db"
+    runner = AgentRunner(CountingWorker(target=10), autosave=bad)  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    runner.run_step(task)
+    con = sqlite3.connect(bad)
+    con.execute("UPDATE log SET ops='[[\"zz\",1,2]]' WHERE id=(SELECT max(id) FROM log)")
+    con.commit()
+    with pytest.raises(PersistError, match="corrupt"):
+        RunStore(bad).load()
+    con.execute("UPDATE log SET ops='[[\"u\",0,7,[null,0,null],{}]]' WHERE id=(SELECT max(id) FROM log)")
+    con.commit()
+    with pytest.raises(PersistError, match="output 7 follows"):
+        RunStore(bad).load()
+    con.close()
