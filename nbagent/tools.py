@@ -327,17 +327,23 @@ def as_tools(tools: Sequence[FunctionTool | Callable[..., Any]] | None) -> list[
 
 
 async def acall_tool(
-    tools: dict[str, FunctionTool], selection: ToolSelection, *, in_thread: bool | None = None
+    tools: dict[str, FunctionTool],
+    selection: ToolSelection,
+    *,
+    in_thread: bool | None = None,
+    missing: str = "Error: there is no tool named {name!r}.",
 ) -> ToolOutput:
     """Run the tool a model selected; an unknown name is an error observation.
 
     ``in_thread``: run a sync tool in a worker thread (see ``FunctionTool.ainvoke``).
+    ``missing``: what the model is told about an unknown name (``{name}``; each agent uses
+    the reference's words for its kind), followed by the tools there are.
     """
     tool = tools.get(selection.tool_name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "(none)"
         out = ToolOutput(
-            content=f"Error: there is no tool named {selection.tool_name!r}. Available tools: {known}",
+            content=f"{missing.format(name=selection.tool_name)} Available tools: {known}",
             tool_name=selection.tool_name,
             raw_input=selection.tool_kwargs,
             is_error=True,

@@ -160,7 +160,7 @@ def test_unknown_tool_is_an_error_observation_then_recovery() -> None:
     assert len(llm.requests) == 1
     runner.run_step(task)
     (err,) = observations(llm.requests[1].messages)
-    assert "no tool named 'multiply'" in err and "Available tools: add" in err
+    assert err.startswith("Observation: Error: No such tool named `multiply`.") and "Available tools: add" in err  # the reference's words, then the hint
     assert runner.run_step(task).is_last
     assert str(runner.finalize_response(task)) == "3"
     assert task.extra_state["reasoning"][1].is_error is True

@@ -32,6 +32,7 @@ from nbagent.workers.react.output_parser import (
     ReActParseError,
     ReasoningStep,
     ResponseReasoningStep,
+    resolve_tool_name,
 )
 from nbagent.prompts import PromptDictType, PromptMixin, PromptTemplate
 from nbagent.workers.react.prompt import FORMAT_REMINDER, REACT_SYSTEM_PROMPT, render_system_prompt
@@ -493,7 +494,8 @@ class ReActAgent(BaseWorkflowAgent):
                 f"Expected ActionReasoningStep, got {type(parsed).__name__}: the output parser of "
                 f"ReActAgent {self.name!r} returned neither an action nor an answer"
             )
-        call = ToolSelection(tool_id=new_id(), tool_name=parsed.action, tool_kwargs=parsed.action_input)
+        name = resolve_tool_name(parsed.action, [t.name for t in tools])  # "__search__": emphasis
+        call = ToolSelection(tool_id=new_id(), tool_name=name, tool_kwargs=parsed.action_input)
         return AgentOutput(response=reply, tool_calls=[call], raw=raw, current_agent_name=self.name)
 
     async def handle_tool_call_results(

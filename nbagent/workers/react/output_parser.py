@@ -39,9 +39,12 @@ __all__ = [
     "ReActOutputParser",
     "extract_thought",
     "parse_action_input",
+    "resolve_tool_name",
     "unfence",
 ]
 
+# the thought the reference gives a reply that is plain text, taken as the answer
+IMPLICIT_THOUGHT = "(Implicit) I can answer without any more tools!"
 _MAX_INPUT_CHARS = 100_000  # ast.literal_eval on megabytes of nesting is not worth the risk
 
 
@@ -192,8 +195,8 @@ def _clean_tool_name(line: str) -> str:
     """The tool's name: the first word of the line, less markdown and quotes around it.
 
     ``add (add two numbers)`` and ``add: adds`` name ``add``. A leading or trailing
-    underscore of the name itself stays (``_private``); underscores wrapping the whole name
-    are emphasis (``__search__``): the worker matches such a name against its tools.
+    underscore stays (``_private``, ``__search__``): the worker matches a name wrapped in
+    underscores against its tools.
     """
     text = line.strip().strip("`*\"' ")
     m = _TOOL_NAME_RE.match(text)
@@ -202,12 +205,19 @@ def _clean_tool_name(line: str) -> str:
 
 
 def _unemphasize(name: str) -> str:
-    """``name`` without markdown emphasis around it: ``*`` never belongs to a tool name, ``_``
-    only goes when it wraps the name (``__search__``), so ``_private`` keeps its underscore."""
-    name = name.strip("*")
-    while len(name) > 2 and name[0] == "_" and name[-1] == "_":
-        name = name[1:-1].strip("*")
-    return name
+    """``name`` without markdown bold/italics in ``*``: ``*`` never belongs to a tool name.
+    Underscores stay, as the reference's parser keeps them (``_add_`` may be a tool's own
+    name); the worker maps ``__search__`` to a tool ``search`` when there is no other match."""
+    return name.strip("*")
+
+
+def resolve_tool_name(name: str, known: Any) -> str:
+    """The tool ``name`` means: itself if there is such a tool, else the one tool that is the
+    same less wrapping underscores (``__search__`` written in markdown emphasis for ``search``)."""
+    if name in known:
+        return name
+    same = [n for n in known if n.strip("_") == name.strip("_")]
+    return same[0] if len(same) == 1 else name
 
 
 def _object_span(text: str) -> str | None:
@@ -316,7 +326,7 @@ class ReActOutputParser:
             raise ReActParseError(
                 "the reply has a Thought but neither an 'Action:' nor an 'Answer:' line"
             )
-        return ResponseReasoningStep(thought="", response=text)
+        return ResponseReasoningStep(thought=IMPLICIT_THOUGHT, response=text)
 
     def _parse_action(self, text: str, action: re.Match[str]) -> ActionReasoningStep:
         rest = text[action.end() :]

@@ -44,11 +44,13 @@ from nbagent.workers.react.output_parser import (
     ReasoningStep,
     ResponseReasoningStep,
     extract_thought,
+    resolve_tool_name,
 )
 from nbagent.workers.react.prompt import FORMAT_REMINDER
 
 __all__ = ["ReActAgentWorker", "MaxIterationsError", "EmptyResponseError", "parse_error_text"]
 
+_MISSING_TOOL = "Error: No such tool named `{name}`."  # the reference's words
 _PINK, _BLUE = "38;5;200", "34"  # the reference's print_text colours
 _STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
 
@@ -297,10 +299,9 @@ class ReActAgentWorker(BaseAgentWorker):
         assert isinstance(parsed, ActionReasoningStep)
         self._record(task, parsed)
         by_name = self._tools_by_name if tools is self.tools else tools_by_name(tools)
-        if parsed.action not in by_name:  # "_add_" may be emphasis, or the tool's own name
-            same = [n for n in by_name if n.strip("_") == parsed.action.strip("_")]
-            if len(same) == 1:
-                parsed = parsed.model_copy(update={"action": same[0]})
+        name = resolve_tool_name(parsed.action, by_name)  # "_add_" may be emphasis, or the tool's own name
+        if name != parsed.action:
+            parsed = parsed.model_copy(update={"action": name})
         call_id = f"react_{task.extra_state['iterations']}"
         call = ToolSelection(tool_id=call_id, tool_name=parsed.action, tool_kwargs=parsed.action_input)
         if approval.needs_approval(by_name.get(parsed.action), call, approval.policy_of(task)):
@@ -314,7 +315,7 @@ class ReActAgentWorker(BaseAgentWorker):
                 is_last=False,
                 reasoning=parsed.thought or None,
             )
-        out: ToolOutput = await acall_tool(by_name, call)
+        out: ToolOutput = await acall_tool(by_name, call, missing=_MISSING_TOOL)
         return self._after_call(parsed.thought, out, step, task, by_name)
 
     async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
@@ -326,7 +327,7 @@ class ReActAgentWorker(BaseAgentWorker):
         if call.tool_id in rejected:
             out = rejected[call.tool_id]
         else:
-            out = await acall_tool(by_name, call)
+            out = await acall_tool(by_name, call, missing=_MISSING_TOOL)
         thought = str((approval.record_of(step) or {}).get("thought") or "")
         result = self._after_call(thought, out, step, task, by_name)
         if step.input is not None and result.next_steps:  # input given here goes to the model next
