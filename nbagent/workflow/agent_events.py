@@ -36,7 +36,7 @@ class AgentStream(Event):
     response: str
     current_agent_name: str
     tool_calls: list[ToolSelection] = Field(default_factory=list)
-    raw: Any = None
+    raw: Any = Field(default=None, exclude=True)  # the model's raw chunk, as on the reference
 
 
 class AgentOutput(Event):
@@ -48,7 +48,8 @@ class AgentOutput(Event):
 
     response: ChatMessage
     tool_calls: list[ToolSelection] = Field(default_factory=list)
-    raw: Any = None
+    # the model's raw reply; left out of model_dump (and checkpoints), as on the reference
+    raw: Any = Field(default=None, exclude=True)
     current_agent_name: str
     retry_messages: list[ChatMessage] = Field(default_factory=list)
     structured_response: Any = Field(

@@ -346,7 +346,7 @@ class FunctionAgent(BaseWorkflowAgent):
                     name=result.tool_name,
                 )
             )
-            if result.return_direct:
+            if result.return_direct and result.tool_name != "handoff":  # a handoff is no answer
                 scratchpad.append(ChatMessage(role=MessageRole.ASSISTANT, content=result.tool_output.content))
                 break
         await ctx.set(self.scratchpad_key, scratchpad)
@@ -481,14 +481,15 @@ class ReActAgent(BaseWorkflowAgent):
         try:
             parsed = self.output_parser.parse(text)
         except ValueError as err:  # ReActParseError, or a reference parser's ValueError
-            observation = ObservationReasoningStep(observation=parse_error_text(err), is_error=True)
-            await ctx.set(self.reasoning_key, [*reasoning, observation])
-            retry = ChatMessage(role=MessageRole.USER, content=observation.content)
-            return AgentOutput(response=reply, raw=raw, current_agent_name=self.name, retry_messages=[retry])
+            # as on the reference: the model is asked again with its own reply and what was
+            # wrong with it after the conversation (once; the reasoning so far is unchanged)
+            retry = ChatMessage(role=MessageRole.USER, content=parse_error_text(err))
+            return AgentOutput(response=reply, raw=raw, current_agent_name=self.name, retry_messages=[reply, retry])
         await ctx.set(self.reasoning_key, [*reasoning, parsed])
         if isinstance(parsed, ResponseReasoningStep):
-            answer = ChatMessage(role=MessageRole.ASSISTANT, content=parsed.response)
-            return AgentOutput(response=answer, raw=raw, current_agent_name=self.name)
+            # as on the reference: the streamed AgentOutput is the model's reply as written;
+            # finalize gives the run's result the answer alone
+            return AgentOutput(response=reply, raw=raw, current_agent_name=self.name)
         if not isinstance(parsed, ActionReasoningStep):
             raise WorkflowRuntimeError(
                 f"Expected ActionReasoningStep, got {type(parsed).__name__}: the output parser of "
@@ -505,8 +506,8 @@ class ReActAgent(BaseWorkflowAgent):
         for result in results:
             out = result.tool_output
             reasoning.append(ObservationReasoningStep(observation=out.content, is_error=out.is_error))
-            if result.return_direct:
-                reasoning.append(ResponseReasoningStep(thought="", response=out.content))
+            if result.return_direct and result.tool_name != "handoff":  # as on the reference
+                reasoning.append(ResponseReasoningStep(thought=out.content, response=out.content))
                 break
         await ctx.set(self.reasoning_key, reasoning)
 
@@ -516,4 +517,8 @@ class ReActAgent(BaseWorkflowAgent):
             text = "\n".join(r.content for r in reasoning)
             memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=text))
         await ctx.set(self.reasoning_key, [])
+        if reasoning and isinstance(reasoning[-1], ResponseReasoningStep):
+            # the answer without its "Thought: ... Answer:" (a copy: the streamed event stays)
+            answer = ChatMessage(role=MessageRole.ASSISTANT, content=reasoning[-1].response)
+            output = output.model_copy(update={"response": answer})
         return output

@@ -362,8 +362,8 @@ class AgentWorkflow(Workflow, PromptMixin):
     async def parse_agent_output(self, ctx: Context, ev: AgentOutput) -> StopEvent | AgentInput | ToolCall | None:
         """An answer ends the run; tool calls go out one event each; an unusable reply is retried."""
         memory: ChatMemoryBuffer = await ctx.get("memory")
-        if ev.retry_messages:
-            return AgentInput(input=memory.get(), current_agent_name=ev.current_agent_name)
+        if ev.retry_messages:  # asked again: the conversation, then the retry messages
+            return AgentInput(input=[*memory.get(), *ev.retry_messages], current_agent_name=ev.current_agent_name)
         if not ev.tool_calls:
             agent = self.agents[ev.current_agent_name]
             output = await agent.finalize(ctx, ev, memory)

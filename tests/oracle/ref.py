@@ -116,6 +116,8 @@ def _ref_llm_class() -> type:
             pieces = _TOKEN_SPLIT.findall(text) or [""]
 
             def gen() -> Any:
+                if not text and not message.additional_kwargs.get("tool_calls"):
+                    return  # an empty reply: a stream with no chunk (what item 8 of issue 11 is about)
                 so_far = ""
                 for i, piece in enumerate(pieces):
                     so_far += piece
