@@ -508,10 +508,12 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
     ) -> TaskStepOutput:
         """The reply started with text: it is the answer; stream the rest of it to the caller."""
         tail = _Tail()
+        first_text = first.delta or ""
+        prefix = first_text.rstrip()
         response = StreamingAgentChatResponse(
-            _rest_of(stream, tail),
+            _rest_of(stream, tail, pending=first_text[len(prefix) :]),
             sources=list(task.extra_state[SOURCES_KEY]),
-            prefix=first.delta or "",
+            prefix=prefix,
         )
         metadata = getattr(response, "metadata", None)
         if not isinstance(metadata, dict):
@@ -576,13 +578,22 @@ class _Tail:
         self.calls: list[ToolSelection] = []
 
 
-async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail) -> AsyncIterator[str]:
-    """The remaining text deltas of a streamed reply; tool calls seen on the way go to ``tail``."""
+async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail, pending: str = "") -> AsyncIterator[str]:
+    """The remaining text deltas of a streamed reply; tool calls seen on the way go to ``tail``.
+
+    Whitespace is held back until more text follows, so the streamed answer never ends in a
+    newline (issue 11, item 7); ``pending`` is what the first chunk held back.
+    """
     async for chunk in stream:
         if chunk.message.tool_calls:
             tail.calls = list(chunk.message.tool_calls)
-        if chunk.delta:
-            yield chunk.delta
+        delta = chunk.delta or ""
+        core = delta.rstrip()
+        if not core:
+            pending += delta
+            continue
+        yield pending + core
+        pending = delta[len(core) :]
 
 
 def _check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:

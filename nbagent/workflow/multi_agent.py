@@ -52,10 +52,11 @@ __all__ = [
 
 HANDOFF_TOOL_NAME = "handoff"
 
-DEFAULT_HANDOFF_PROMPT = """Hand the conversation to another agent.
-Use it when you cannot handle the request yourself, or when another agent fits it better.
+# the reference's words (llama_index 0.12.52)
+DEFAULT_HANDOFF_PROMPT = """Useful for handing off to another agent.
+If you are currently not equipped to handle the user's request, or another agent is better suited to handle the request, please hand off to the appropriate agent.
 
-Agents you can hand off to:
+Currently available agents:
 {agent_info}
 """
 

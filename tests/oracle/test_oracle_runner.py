@@ -8,6 +8,7 @@ messages the model was sent and the memory after the task.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import re
@@ -239,3 +240,39 @@ def test_verbose_chat_prints_the_same_text_as_reference() -> None:
             agent.chat("And doubled?")  # a second task on the same memory
         printed.append(_UUID.sub("<id>", out.getvalue()))
     assert printed[1] == printed[0]
+
+
+def test_function_calling_stream_chat_answer_has_no_trailing_newline() -> None:
+    """The reference's FunctionCallingAgentWorker cannot stream (stream_chat raises
+    NotImplementedError); nbagent's streams, and its streamed answer is the non-streamed one:
+    the same text, no trailing newline, tokens that add up to it."""
+    script = [tool_call("add", a=1, b=2), "The sum is 3.\n\n"]
+    ref_api, nb_api = both()
+    ref_agent = ref_api.AgentRunner(ref_api.FunctionCallingAgentWorker.from_tools(_tools(ref_api), llm=ref_api.llm(script)))
+    try:
+        ref_agent.stream_chat("1+2?")
+        raise AssertionError("the reference's function-calling worker now streams: compare the text")
+    except NotImplementedError as err:
+        assert "Stream not supported" in str(err)
+    plain = ref_api.AgentRunner(ref_api.FunctionCallingAgentWorker.from_tools(_tools(ref_api), llm=ref_api.llm(script)))
+    ref_text = str(plain.chat("1+2?"))
+    # (the reference's non-streamed answer keeps the model's trailing newlines as they are)
+    assert ref_text == "The sum is 3.\n\n"
+
+    def stream(agent: Any) -> tuple[str, str, list[str]]:
+        response = agent.stream_chat("1+2?")
+        tokens = "".join(response.response_gen)
+        return tokens, response.response, [s.content for s in response.sources]
+
+    def astream(agent: Any) -> tuple[str, str]:
+        async def go() -> tuple[str, str]:
+            response = await agent.astream_chat("1+2?")
+            return "".join([t async for t in response.async_response_gen()]), response.response
+
+        return asyncio.run(go())
+
+    def fresh() -> Any:
+        return nb_api.AgentRunner(nb_api.FunctionCallingAgentWorker.from_tools(_tools(nb_api), llm=nb_api.llm(script)))
+
+    assert stream(fresh()) == ("The sum is 3.", "The sum is 3.", ["3"])
+    assert astream(fresh()) == ("The sum is 3.", "The sum is 3.")
