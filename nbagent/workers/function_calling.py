@@ -508,12 +508,8 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
     ) -> TaskStepOutput:
         """The reply started with text: it is the answer; stream the rest of it to the caller."""
         tail = _Tail()
-        first_text = first.delta or ""
-        prefix = first_text.rstrip()
         response = StreamingAgentChatResponse(
-            _rest_of(stream, tail, pending=first_text[len(prefix) :]),
-            sources=list(task.extra_state[SOURCES_KEY]),
-            prefix=prefix,
+            _rest_of(stream, tail, held=first.delta or ""), sources=list(task.extra_state[SOURCES_KEY])
         )
         metadata = getattr(response, "metadata", None)
         if not isinstance(metadata, dict):
@@ -578,22 +574,28 @@ class _Tail:
         self.calls: list[ToolSelection] = []
 
 
-async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail, pending: str = "") -> AsyncIterator[str]:
-    """The remaining text deltas of a streamed reply; tool calls seen on the way go to ``tail``.
+async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail, held: str = "") -> AsyncIterator[str]:
+    """The text deltas of a streamed reply from its first one (``held``); tool calls seen on
+    the way go to ``tail``.
 
-    Whitespace is held back until more text follows, so the streamed answer never ends in a
-    newline (issue 11, item 7); ``pending`` is what the first chunk held back.
+    Each delta is passed on when the next one with text arrives (a delta of whitespace only
+    joins the one before it), and the last is passed on without its trailing whitespace: the
+    tokens keep the model's own pieces, and the streamed answer never ends in a newline
+    (issue 11, item 7).
     """
     async for chunk in stream:
         if chunk.message.tool_calls:
             tail.calls = list(chunk.message.tool_calls)
         delta = chunk.delta or ""
-        core = delta.rstrip()
-        if not core:
-            pending += delta
+        if not delta.strip():
+            held += delta
             continue
-        yield pending + core
-        pending = delta[len(core) :]
+        if held:
+            yield held
+        held = delta
+    held = held.rstrip()
+    if held:
+        yield held
 
 
 def _check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:
