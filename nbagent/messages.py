@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nbagent._lean import LeanModel
+
 __all__ = ["MessageRole", "ChatMessage", "ToolSelection", "ToolOutput", "TokenUsage"]
 
 
@@ -27,7 +29,7 @@ class ToolSelection(BaseModel):
     tool_kwargs: dict[str, Any] = Field(default_factory=dict, description="Arguments, parsed.")
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(LeanModel):
     """One message of a conversation.
 
     ``content`` is text, or a list of OpenAI content parts (text and images) for vision models.
@@ -77,7 +79,7 @@ class TokenUsage(BaseModel):
         )
 
 
-class ToolOutput(BaseModel):
+class ToolOutput(LeanModel):
     """What a tool returned (or the error it raised), as the model will see it."""
 
     content: str = Field(description="Text shown to the model as the observation.")

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from nbagent import _sync
-from nbagent._dicts import shared_keys
+from nbagent._lean import LeanModel
 from nbagent.ids import new_id
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
@@ -41,35 +41,9 @@ __all__ = [
 ]
 
 
-class _SharedFieldsSet(set[str]):
-    """A fields-set shared by many model instances; copied before any instance changes it."""
-
-
-_FIELDS_SETS: dict[tuple[type, frozenset[str]], _SharedFieldsSet] = {}
-
-
-class _LeanModel(BaseModel):
-    """A model whose instances share pydantic's record of explicitly set fields.
-
-    Steps and step outputs are kept for the whole life of a task (thousands of them); a
-    private set per instance is a few hundred bytes each for information that is nearly
-    always the same. Assigning an attribute gives the instance its own copy first. The
-    fields' values sit in a dict that shares its keys with the other instances (``_dicts``).
-    """
-
-    def model_post_init(self, __context: Any) -> None:
-        fs = self.__pydantic_fields_set__
-        key = (type(self), frozenset(fs))
-        shared = _FIELDS_SETS.get(key)
-        if shared is None:
-            shared = _FIELDS_SETS.setdefault(key, _SharedFieldsSet(fs))
-        object.__setattr__(self, "__pydantic_fields_set__", shared)
-        object.__setattr__(self, "__dict__", shared_keys(self.__dict__))  # the field names once
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if type(self.__pydantic_fields_set__) is _SharedFieldsSet:
-            object.__setattr__(self, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
-        super().__setattr__(name, value)
+# Steps, outputs and answers are kept for the whole life of a task (thousands of them): their
+# fields-set and field names are shared between instances (see nbagent._lean).
+_LeanModel = LeanModel
 
 
 def _same_dict(value: Any) -> dict[str, Any]:

@@ -220,3 +220,22 @@ def test_models_with_shared_key_dicts_behave_as_before() -> None:
     assert dict(response) == {
         "response": "x", "sources": [], "metadata": {"k": 1}, "is_dummy_stream": False, "structured_response": None,
     }
+
+
+def test_messages_and_tool_outputs_keep_exact_fields_sets() -> None:
+    a = ChatMessage(role=MessageRole.USER, content="hi")
+    b = ChatMessage(role=MessageRole.USER, content="there")
+    assert a.model_fields_set == {"role", "content"} == b.model_fields_set
+    a.name = "x"  # a's own fields-set from here on; b's unchanged
+    assert a.model_fields_set == {"role", "content", "name"}
+    assert b.model_fields_set == {"role", "content"}
+    assert b.model_dump(exclude_unset=True) == {"role": MessageRole.USER, "content": "there"}
+    assert ChatMessage(content="there").model_dump(exclude_unset=True) == {"content": "there"}
+    assert b == ChatMessage(role=MessageRole.USER, content="there") and a != b
+    b.additional_kwargs["k"] = 1  # per-instance defaults: nothing shared
+    assert ChatMessage(content="z").additional_kwargs == {}
+    out = ToolOutput(content="3", tool_name="add", raw_input={"a": 1})
+    copied = out.model_copy(update={"content": "4"})
+    assert (out.content, copied.content, copied.raw_input) == ("3", "4", {"a": 1})
+    assert list(out.__dict__) == list(ToolOutput.model_fields)
+    assert ToolOutput.model_validate(out.model_dump()) == out
