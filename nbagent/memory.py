@@ -16,6 +16,7 @@ from nbagent.messages import ChatMessage, MessageRole
 __all__ = ["ChatMemoryBuffer", "count_tokens", "DEFAULT_TOKEN_LIMIT"]
 
 DEFAULT_TOKEN_LIMIT = 3000
+TOKEN_LIMIT_RATIO = 0.75  # share of a model's context window the memory may fill (as the reference)
 _TOKEN_RE = re.compile(r"\w{1,4}|[^\w\s]")
 _PER_MESSAGE_OVERHEAD = 4
 
@@ -58,11 +59,29 @@ class ChatMemoryBuffer:
     def from_defaults(
         cls,
         chat_history: Iterable[ChatMessage] | None = None,
+        llm: Any = None,
         token_limit: int | None = None,
         tokenizer_fn: Callable[[str], int] | None = None,
-        **_: Any,
+        **kwargs: Any,
     ) -> ChatMemoryBuffer:
-        """Build a buffer the way the reference API does (extra keywords such as llm ignored)."""
+        """Build a buffer the way the reference API does.
+
+        With no ``token_limit``, an ``llm`` that knows its context window (``context_window``,
+        or ``metadata.context_window`` as on LlamaIndex's models) sets it to 3/4 of that
+        window, as on the reference; otherwise ``DEFAULT_TOKEN_LIMIT``. Other keywords (the
+        reference's ``chat_store``, ...) are an error, not silently dropped.
+        """
+        if kwargs:
+            raise TypeError(
+                f"ChatMemoryBuffer.from_defaults got unexpected keyword argument(s) {sorted(kwargs)}; "
+                "it takes chat_history, llm, token_limit, tokenizer_fn (there are no chat stores)"
+            )
+        if token_limit is None and llm is not None:
+            window = getattr(llm, "context_window", None)
+            if window is None:
+                window = getattr(getattr(llm, "metadata", None), "context_window", None)
+            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+                token_limit = int(window * TOKEN_LIMIT_RATIO)
         return cls(token_limit or DEFAULT_TOKEN_LIMIT, chat_history, tokenizer_fn)
 
     def _count(self, message: ChatMessage) -> int:

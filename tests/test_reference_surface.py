@@ -627,3 +627,24 @@ def test_run_takes_a_start_event_by_name() -> None:
     agent = FunctionAgent(llm=ScriptedLLM(["hi there"]))
     assert str(_run(agent, start_event=AgentWorkflowStartEvent(user_msg="hi"))) == "hi there"
     assert agent.llm.requests[0].messages[-1].text == "hi"
+
+
+def test_runner_llm_sizes_the_memory_and_create_task_refuses_unknown_keywords() -> None:
+    from nbagent import AgentRunner, ChatMemoryBuffer
+    from tests.helpers import CountingWorker
+
+    class Model:
+        """Stands for a model that knows its context window (LocalLLM has context_window)."""
+
+        context_window = 1000
+
+    runner = AgentRunner(CountingWorker(), llm=Model())
+    assert runner.memory.token_limit == 750  # 3/4 of the window, as on the reference
+    assert AgentRunner(CountingWorker()).memory.token_limit == ChatMemoryBuffer.from_defaults().token_limit
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['chat_store'\]"):
+        ChatMemoryBuffer.from_defaults(chat_store=object())
+    task = runner.create_task("x", task_id="mine", extra_state={"k": 1})
+    assert task.task_id == "mine" and task.extra_state == {"k": 1}
+    with pytest.raises(TypeError, match=r"create_task got unexpected keyword argument\(s\) \['extra_stat'\]"):
+        runner.create_task("x", extra_stat={"k": 1})  # misspelt: refused, not silently dropped
+    assert [t.task_id for t in runner.list_tasks()] == ["mine"]

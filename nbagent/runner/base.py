@@ -136,7 +136,9 @@ class AgentRunner(BaseAgent):
     ``state`` (an ``AgentState``) holds the tasks (``runner.state.task_dict`` is
     ``runner.tasks``). ``callback_manager`` is accepted for code written for the reference
     and has no effect (a warning says so): ``subscribe`` is how to listen to steps.
-    ``verbose=True`` prints each step as it starts.
+    ``verbose=True`` prints each step as it starts. Without ``memory``, a memory holding
+    ``chat_history`` is made; an ``llm`` that knows its context window sizes it (as on the
+    reference; see ``ChatMemoryBuffer.from_defaults``).
     """
 
     def __init__(
@@ -169,7 +171,7 @@ class AgentRunner(BaseAgent):
         self.state: AgentState = state  # task_dict is the dict behind ``tasks``
         if callback_manager is not None:
             warn_callback_manager(type(self).__name__)
-        self.memory = memory if memory is not None else ChatMemoryBuffer.from_defaults(chat_history)
+        self.memory = memory if memory is not None else ChatMemoryBuffer.from_defaults(chat_history, llm=llm)
         if memory is not None and chat_history is not None:
             self.memory.set(chat_history)
         self.init_task_state_kwargs = dict(init_task_state_kwargs or {})
@@ -249,6 +251,12 @@ class AgentRunner(BaseAgent):
         if extra_state is None:
             extra_state = copy.deepcopy(self.init_task_state_kwargs)
         pop_callback_manager(kwargs, "create_task")
+        unknown = sorted(set(kwargs) - {"task_id"})
+        if unknown:
+            raise TypeError(
+                f"create_task got unexpected keyword argument(s) {unknown}; it takes input, "
+                "task_id, extra_state (and callback_manager, which has no effect)"
+            )
         task = Task(input=input, memory=self.memory, extra_state=extra_state, **kwargs)
         task._runner = self
         state = TaskState(task=task, keep_history=self.keep_history)
