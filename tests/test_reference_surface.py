@@ -648,3 +648,43 @@ def test_runner_llm_sizes_the_memory_and_create_task_refuses_unknown_keywords() 
     with pytest.raises(TypeError, match=r"create_task got unexpected keyword argument\(s\) \['extra_stat'\]"):
         runner.create_task("x", extra_stat={"k": 1})  # misspelt: refused, not silently dropped
     assert [t.task_id for t in runner.list_tasks()] == ["mine"]
+
+
+def test_workflow_agent_takes_the_0_12_52_arguments_and_runs_with_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """Beyond the page: llama-index-core 0.12.52's FunctionAgent(name, description, ...,
+    initial_state, state_prompt, output_cls, structured_output_fn, timeout, verbose)."""
+    from nbagent import ScriptedLLM
+    from nbagent.workflow import FunctionAgent
+
+    llm = ScriptedLLM(["done"])
+    agent = FunctionAgent(
+        "calc", "Does sums", "Be brief.", [_multiply], None, None, llm,
+        {"unit": "cm"}, "[{state}] {msg}", None, None, 5.0, True,
+    )
+    assert (agent.name, agent.description, agent.system_prompt) == ("calc", "Does sums", "Be brief.")
+    assert [t.name for t in agent.tools] == ["_multiply"] and agent.initial_state == {"unit": "cm"}
+    assert str(_run(agent, user_msg="2*3?")) == "done"
+    assert llm.requests[0].messages[-1].text == "[{'unit': 'cm'}] 2*3?"  # state_prompt and initial_state
+    assert agent._as_workflow().timeout == 5.0
+    assert "Running step" in capsys.readouterr().out  # verbose
+    copy = agent.model_copy(update={"name": "calc2"})
+    assert copy._as_workflow().timeout == 5.0 and copy.initial_state == {"unit": "cm"}
+    with pytest.raises(ValueError, match=r"State prompt must contain \{state\} and \{msg\}"):
+        FunctionAgent(llm=llm, state_prompt="no placeholders")
+    with pytest.raises(ValueError, match="timeout must be"):
+        FunctionAgent(llm=llm, timeout=-1)
+
+
+def test_function_agent_without_parallel_tool_calls_runs_one_call_per_step() -> None:
+    from nbagent import ScriptedLLM
+    from nbagent.workflow import FunctionAgent
+
+    two = {"tool_calls": [{"name": "_multiply", "arguments": {"a": 2, "b": 3}},
+                          {"name": "_multiply", "arguments": {"a": 4, "b": 5}}]}
+    serial = FunctionAgent(tools=[_multiply], llm=ScriptedLLM([two, "done"]), allow_parallel_tool_calls=False)
+    assert str(_run(serial, user_msg="go")) == "done"
+    tool_msgs = [m for m in serial.llm.requests[1].messages if m.role.value == "tool"]
+    assert [m.text for m in tool_msgs] == ["6"]  # only the first call ran, as on the reference
+    parallel = FunctionAgent(tools=[_multiply], llm=ScriptedLLM([two, "done"]))
+    assert str(_run(parallel, user_msg="go")) == "done"
+    assert [m.text for m in parallel.llm.requests[1].messages if m.role.value == "tool"] == ["6", "20"]

@@ -84,8 +84,56 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     structured_output_fn: Any = Field(
         default=None, description="fn(messages) -> dict making the typed answer instead of the model"
     )
+    initial_state: dict[str, Any] = Field(
+        default_factory=dict, description="The state a run of this agent on its own starts with"
+    )
+    state_prompt: str | PromptTemplate | None = Field(
+        default=None, description="Wraps the user message when the state is not empty ({state}, {msg})"
+    )
 
     _solo: Any = PrivateAttr(default=None)
+    _timeout: float | None = PrivateAttr(default=None)
+    _verbose: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        name: str = "Agent",
+        description: str = DEFAULT_AGENT_DESCRIPTION,
+        system_prompt: str | None = None,
+        tools: Sequence[Any] | None = None,
+        tool_retriever: Any = None,
+        can_handoff_to: list[str] | None = None,
+        llm: LLM | None = None,
+        initial_state: dict[str, Any] | None = None,
+        state_prompt: str | PromptTemplate | None = None,
+        output_cls: Any = None,
+        structured_output_fn: Any = None,
+        timeout: float | None = None,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """The reference's arguments in its order (a subclass's own, e.g. ``scratchpad_key``,
+        by keyword). ``initial_state``, ``state_prompt``, ``timeout`` and ``verbose`` apply
+        when the agent runs on its own (``agent.run``); in an ``AgentWorkflow``, the
+        workflow's own do."""
+        super().__init__(
+            name=name,
+            description=description,
+            system_prompt=system_prompt,
+            tools=tools,
+            tool_retriever=tool_retriever,
+            can_handoff_to=can_handoff_to,
+            llm=llm,
+            initial_state={} if initial_state is None else initial_state,
+            state_prompt=state_prompt,
+            output_cls=output_cls,
+            structured_output_fn=structured_output_fn,
+            **kwargs,
+        )
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
+        self._timeout = timeout
+        self._verbose = bool(verbose)
 
     @model_validator(mode="before")
     @classmethod
@@ -128,6 +176,15 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     def _check_llm(cls, v: Any) -> Any:
         if not isinstance(v, LLM):
             raise TypeError(f"llm must be an nbagent LLM, got {type(v).__name__}: {v!r}")
+        return v
+
+    @field_validator("state_prompt")
+    @classmethod
+    def _check_state_prompt(cls, v: Any) -> Any:
+        if v is not None:
+            from nbagent.workflow.multi_agent import _template
+
+            _template(v, "state_prompt", ("state", "msg"))  # the same check as AgentWorkflow's
         return v
 
     @field_validator("tool_retriever")
@@ -198,7 +255,14 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         if solo is None or solo.agents.get(self.name) is not self:  # new, renamed, or a copy
             from nbagent.workflow.multi_agent import AgentWorkflow
 
-            solo = self._solo = AgentWorkflow(agents=[self], _standalone=True)
+            solo = self._solo = AgentWorkflow(
+                agents=[self],
+                initial_state=self.initial_state,
+                state_prompt=self.state_prompt,
+                timeout=self._timeout,
+                verbose=self._verbose,
+                _standalone=True,
+            )
         return solo
 
     def run(
@@ -289,6 +353,10 @@ class FunctionAgent(BaseWorkflowAgent):
     """An agent for models with a tools API: the model calls tools by name with JSON arguments."""
 
     scratchpad_key: str = "scratchpad"
+    allow_parallel_tool_calls: bool = Field(
+        default=True,
+        description="If False, only the first tool call of a reply is kept (one tool per step), as on the reference",
+    )
 
     @model_validator(mode="after")
     def _needs_tools_api(self) -> FunctionAgent:
@@ -327,6 +395,8 @@ class FunctionAgent(BaseWorkflowAgent):
         update: dict[str, Any] = {"role": MessageRole.ASSISTANT}
         if final.message.content == "":  # an empty reply: content None, as the reference has it
             update["content"] = None
+        if not self.allow_parallel_tool_calls and len(final.message.tool_calls) > 1:
+            update["tool_calls"] = list(final.message.tool_calls[:1])  # the reference's force_single_tool_call
         reply = final.message.model_copy(update=update)
         await ctx.set(self.scratchpad_key, [*scratchpad, reply])
         return AgentOutput(
