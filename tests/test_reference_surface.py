@@ -105,7 +105,8 @@ DELIBERATE: dict[str, str] = {
     "BaseWorkflowAgent.update_prompts": "a key that names no prompt is an error (the reference ignores it)",
     "MultimodalReActAgentWorker.run_step": "unparseable ReAct output is fed back to the model; an empty reply fails the step, kept",
     "AgentWorkflow.run": "stepwise=True: run_step() runs one step per call and returns its events; await finishes the run",
-    "AgentRunner.from_llm": "llm= is required in spirit: with none, an OpenAI agent from the environment (no global Settings)",
+    "AgentRunner.from_llm": "with no llm, an OpenAI agent configured from the environment (there are no global Settings)",
+    "ParallelAgentRunner.chat": "returns the first final output; a join runs once, after all its parents",
 }
 
 
