@@ -1,8 +1,10 @@
 """Live graph cost per step (throttle 0): a step with a LiveGraph listening vs a plain step, at
-100 / 1,000 / 2,000 steps; and a full task_to_dot redraw at the same sizes, for comparison."""
+100 / 1,000 / 2,000 steps; the same after an undo and a failure (the redraws stay incremental);
+the HTML fallback (DOT text per redraw, no `dot`); and a full task_to_dot redraw for comparison."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,9 +15,21 @@ from bench_autosave import Counter  # noqa: E402
 
 from nbagent import AgentRunner  # noqa: E402
 from nbagent.viz.dot import task_to_dot  # noqa: E402
+from nbagent.viz.dot_live import LiveDot  # noqa: E402
 
 MARKS = (100, 1_000, 2_000)
 WINDOW = 100
+
+
+class Failing(Counter):
+    """Counter that raises while ``fail`` is set (a failed attempt changes nothing)."""
+
+    fail: bool = False
+
+    def _run_step(self, state, task, input=None):  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise RuntimeError("the model timed out")
+        return super()._run_step(state, task, input)
 
 
 def step_time(runner: AgentRunner, task: object, n: int) -> float:
@@ -25,10 +39,21 @@ def step_time(runner: AgentRunner, task: object, n: int) -> float:
     return (time.perf_counter() - start) / max(n, 1)
 
 
+def best_windows(plain_runner: AgentRunner, plain_task: object, runner: AgentRunner, task: object) -> tuple[float, float]:
+    """Best of WINDOW // 20 windows of 20 steps each, the two runners alternating."""
+    p, q = [], []
+    for _ in range(WINDOW // 20):
+        p.append(step_time(plain_runner, plain_task, 20))
+        q.append(step_time(runner, task, 20))
+    return min(p), min(q)
+
+
 def main() -> None:
-    plain_runner = AgentRunner(Counter())
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    plain_runner = AgentRunner(Failing())
     plain_task = plain_runner.create_task("go")
-    live_runner = AgentRunner(Counter())
+    worker = Failing()
+    live_runner = AgentRunner(worker)
     task = live_runner.create_task("go")
     graph = live_runner.live_graph(task, throttle_s=0)
     plain: dict[int, float] = {}
@@ -37,24 +62,65 @@ def main() -> None:
     for mark in MARKS:  # both runners advance together; windows alternate (a busy machine is fair to both)
         step_time(plain_runner, plain_task, mark - WINDOW - done)
         step_time(live_runner, task, mark - WINDOW - done)
-        p, q = [], []
-        for _ in range(WINDOW // 20):
-            p.append(step_time(plain_runner, plain_task, 20))
-            q.append(step_time(live_runner, task, 20))
-        plain[mark], live[mark] = min(p), min(q)
+        plain[mark], live[mark] = best_windows(plain_runner, plain_task, live_runner, task)
         done = mark - WINDOW + 20 * (WINDOW // 20)
-    assert graph.source == task_to_dot(live_runner.state_of(task))
-    print(f"live graph (throttle 0, {'in-browser view' if graph.in_browser else 'HTML fallback'}), best of {WINDOW // 20} windows of 20 steps before each mark:")
+    state = live_runner.state_of(task)
+    assert graph.source == task_to_dot(state)
+    print(f"live graph (throttle 0, {'in-browser view' if graph.in_browser else 'HTML fallback'}), best of "
+          f"{WINDOW // 20} windows of 20 steps before each mark (load average {load:.2f} when it started):")
     for mark in MARKS:
         print(f"  at {mark:5,d} steps: plain {plain[mark] * 1e6:7.1f} us   with live graph {live[mark] * 1e6:7.1f} us "
               f"({live[mark] / plain[mark]:.2f}x; target <= 2x)")
-    state = plain_runner.state_of(next(iter(plain_runner.tasks)))
+
+    # an undo and a failure: the next redraws stay incremental (the settled steps are kept)
+    n = len(state.steps)
+    undo_plain = time.perf_counter()
+    plain_runner.undo_step(plain_task)
+    undo_plain = time.perf_counter() - undo_plain
+    undo_live = time.perf_counter()
+    live_runner.undo_step(task)
+    undo_live = time.perf_counter() - undo_live
+    worker.fail = True
+    try:
+        live_runner.run_step(task)
+    except RuntimeError:
+        pass
+    worker.fail = False
+    after_plain, after_live = best_windows(plain_runner, plain_task, live_runner, task)
+    assert graph.source == task_to_dot(state) and graph._live.full_renders == 0
+    probe = LiveDot(state)
+    probe.render()
+    live_runner.undo_step(task)  # one more undo, drawn by a LiveDot alone: incremental vs full text
+    start = time.perf_counter()
+    text = probe.render()
+    incremental = time.perf_counter() - start
+    start = time.perf_counter()
+    full = task_to_dot(state)
+    full_s = time.perf_counter() - start
+    assert text == full
+    print(f"  after an undo and a failed step at {n:,d} steps: undo plain {undo_plain * 1e6:.0f} us, with live graph "
+          f"{undo_live * 1e6:.0f} us; the steps after: plain {after_plain * 1e6:.1f} us, with live graph "
+          f"{after_live * 1e6:.1f} us ({after_live / after_plain:.2f}x)")
+    print(f"  the redraw after an undo: {incremental * 1e6:.0f} us incremental vs {full_s * 1e3:.2f} ms for a full "
+          "task_to_dot")
+    graph.close()
+
+    # the HTML fallback sends the DOT text; `dot` draws only when the redraws pause
+    html_runner = AgentRunner(Counter())
+    html_task = html_runner.create_task("go")
+    html_graph = html_runner.live_graph(html_task, throttle_s=0, renderer="html")
+    step_time(html_runner, html_task, MARKS[-1] - 20)
+    per_step = step_time(html_runner, html_task, 20)
+    print(f"  HTML fallback at {MARKS[-1]:,d} steps: {per_step * 1e6:.1f} us per step; `dot` ran "
+          f"{html_graph.svg_draws} times during the run")
+    html_graph.close()
+
+    big = plain_runner.state_of(plain_task)
     start = time.perf_counter()
     for _ in range(10):
-        task_to_dot(state)
-    print(f"  a full task_to_dot redraw at {len(state.steps):,d} steps: {(time.perf_counter() - start) / 10 * 1e3:.2f} ms "
+        task_to_dot(big)
+    print(f"  a full task_to_dot redraw at {len(big.steps):,d} steps: {(time.perf_counter() - start) / 10 * 1e3:.2f} ms "
           "(what every redraw cost before)")
-    graph.close()
 
 
 if __name__ == "__main__":

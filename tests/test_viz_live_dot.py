@@ -53,7 +53,7 @@ def test_a_long_chain_is_drawn_exactly_as_a_full_redraw_at_every_step(options: d
     assert live.full_renders == 0  # never needed the whole walk
 
 
-def test_edits_undo_and_failures_fall_back_to_a_full_redraw_and_stay_exact() -> None:
+def test_edits_undo_and_failures_stay_incremental_and_exact() -> None:
     runner = AgentRunner(CountingWorker(target=40, fail_on={11}))  # type: ignore[arg-type]
     task = runner.create_task("go")
     options = {"collapse_after": 5, "keep_ends": 1}
@@ -69,7 +69,7 @@ def test_edits_undo_and_failures_fall_back_to_a_full_redraw_and_stay_exact() -> 
     with pytest.raises(ValueError):
         runner.run_step(task)
     assert live.render() == task_to_dot(state, **options)
-    assert live.full_renders >= 5
+    assert live.full_renders == 0 and live.restarts <= 1  # once: when the task grew past collapse_after
 
 
 def test_tool_errors_split_the_collapsed_runs_exactly_as_a_full_redraw() -> None:
@@ -87,19 +87,24 @@ def test_tool_errors_split_the_collapsed_runs_exactly_as_a_full_redraw() -> None
     assert len(runner.state_of(task).completed_steps) > 8 and "error" in live.render()
 
 
-def test_a_branching_dag_is_drawn_by_the_full_renderer() -> None:
+def test_a_branch_added_to_a_settled_step_unsettles_it_and_stays_exact() -> None:
     runner = ParallelAgentRunner(CountingWorker(target=3), max_concurrency=2)  # type: ignore[arg-type]
     task = runner.create_task("go")
     state = runner.state_of(task)
     live = LiveDot(state)
     runner.run_step(task)
+    assert live.render() == task_to_dot(state)
+    assert live.s == 1  # the first step is done: settled
     first = state.steps[next(iter(state.steps))]
     extra = first.get_next_step(input="side branch")
     first.link_step(extra)
     state.register(extra)
     state.step_queue.append(extra)
     assert live.render() == task_to_dot(state)
-    assert live.full_renders == 1
+    assert live.full_renders == 0 and live.rollbacks == 1
+    runner.run_steps_in_queue(task)
+    assert live.render() == task_to_dot(state)
+    assert live.s == 3 and live.full_renders == 0
 
 
 def test_the_live_graph_redraws_once_per_fast_step_and_shows_the_full_redraw_text() -> None:
@@ -112,4 +117,99 @@ def test_the_live_graph_redraws_once_per_fast_step_and_shows_the_full_redraw_tex
     # the first step's start is drawn (steps may be slow), then a fast step is drawn once
     assert graph.redraws - before == 101
     assert graph.source == task_to_dot(runner.state_of(task))
+    graph.close()
+
+
+def _count_node_lines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import nbagent.viz.dot_live as dot_live
+
+    calls = [0]
+    real = dot_live._node_line
+
+    def counting(node: Any, wrap: int) -> str:
+        calls[0] += 1
+        return real(node, wrap)
+
+    monkeypatch.setattr(dot_live, "_node_line", counting)
+    return calls
+
+
+def test_after_an_undo_and_a_failure_each_step_draws_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node text is drawn once per change: a steady step draws its own node when it is done,
+    the next step's node and the growing run's node, and never the settled steps again,
+    also after an undo or a failure (no fall back to the whole walk)."""
+    worker = CountingWorker(target=10_000)
+    runner = AgentRunner(worker)  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    state = runner.state_of(task)
+    live = LiveDot(state)
+    calls = _count_node_lines(monkeypatch)
+    for _ in range(200):
+        runner.run_step(task)
+        live.render()
+    per_step = []
+    for event in ["undo", *["step"] * 60, "fail", *["step"] * 60]:
+        if event == "undo":
+            runner.undo_step(task)
+        elif event == "fail":
+            worker.fail_on = set(range(100_000))
+            with pytest.raises(ValueError):
+                runner.run_step(task)
+            worker.fail_on = set()
+        else:
+            runner.run_step(task)
+        before = calls[0]
+        assert live.render() == task_to_dot(state)
+        per_step.append(calls[0] - before)
+    assert live.full_renders == 0 and live.restarts == 1  # once, when the task grew past collapse_after
+    assert max(per_step) <= 4, per_step
+    assert len(state.steps) - live.s <= 4 + 1  # only the last keep_ends steps and the queued one move
+
+
+def test_the_live_graph_draws_once_per_step_after_an_undo_and_a_failure() -> None:
+    worker = CountingWorker(target=500)
+    runner = AgentRunner(worker)  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    graph = runner.live_graph(task, throttle_s=0)
+    for _ in range(50):
+        runner.run_step(task)
+    before = graph.redraws
+    runner.undo_step(task)
+    assert graph.redraws == before + 1
+    for _ in range(3):
+        runner.run_step(task)
+    worker.fail_on = set(range(100_000))
+    with pytest.raises(ValueError):
+        runner.run_step(task)
+    worker.fail_on = set()
+    assert graph.redraws == before + 5  # a fast step is drawn once; so is the failure
+    for _ in range(20):
+        runner.run_step(task)
+    assert graph.redraws == before + 25
+    assert graph.source == task_to_dot(runner.state_of(task))
+    assert graph._live.full_renders == 0
+    graph.close()
+
+
+def test_the_html_fallback_sends_dot_and_draws_its_picture_only_when_redraws_pause() -> None:
+    import html
+    import time
+
+    runner = AgentRunner(CountingWorker(target=500))  # type: ignore[arg-type]
+    task = runner.create_task("go <b>")
+    graph = runner.live_graph(task, throttle_s=0, renderer="html")
+    assert not graph.in_browser
+    graph.SVG_IDLE_S = 0.3
+    for _ in range(30):
+        runner.run_step(task)
+    assert graph.svg_draws == 0  # no `dot` while the run goes on
+    assert html.escape(graph.source) in graph.widget.value  # the DOT text of the last redraw, escaped
+    assert "#30 done" in graph.source and "<b>" not in graph.widget.value
+    deadline = time.monotonic() + 10
+    while graph.svg_draws == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert graph.svg_draws == 1  # the pause: one picture
+    assert "<svg" in graph.widget.value or "<pre" in graph.widget.value
+    runner.run_step(task)
+    assert graph.flush() is False and graph.svg_draws == 2  # flush draws the due picture now
     graph.close()

@@ -269,6 +269,16 @@ def _approval_lines(step: TaskStep, limit: int) -> list[tuple[str, str]]:
     return lines
 
 
+_VALUE = {st: st.value for st in StepStatus}
+_ATTRS = {
+    st: {"fillcolor": STATUS_COLORS[st][0], "color": STATUS_COLORS[st][1], "fontcolor": STATUS_COLORS[st][2],
+         "style": _STYLES[st]}
+    for st in StepStatus
+}
+_ANSWER_ATTRS = {**_ATTRS[StepStatus.DONE], "peripheries": "2"}
+_S_DONE, _S_UNDONE, _S_FAILED, _S_HELD = StepStatus.DONE, StepStatus.UNDONE, StepStatus.FAILED, StepStatus.HELD
+
+
 def _step_node(
     state: TaskState,
     number: int,
@@ -279,15 +289,18 @@ def _step_node(
     undone_outs: list[TaskStepOutput],
     limit: int,
 ) -> _Node:
-    out = state.outputs.get(sid) if status == StepStatus.DONE else None
-    is_answer = bool(out is not None and out.is_last)
-    head = f"#{number} {status.value}" + (" · answer" if is_answer else "")
-    if status == StepStatus.UNDONE and not undone_outs:
+    out = state.outputs.get(sid) if status is _S_DONE else None
+    is_answer = out is not None and bool(out.is_last)
+    if status is _S_UNDONE and not undone_outs:
         head = f"#{number} undone · never ran"
+    elif is_answer:
+        head = f"#{number} {_VALUE[status]} · answer"
+    else:
+        head = f"#{number} {_VALUE[status]}"
     lines: list[tuple[str, str]] = [(f"{head} · {short_id(sid)}", "head")]
     if step is not None and step.input is not None:
         lines.append((f"in: {preview(step.input, limit)}", "text"))
-    if status == StepStatus.HELD:
+    if status is _S_HELD:
         lines.append(("held: release_step() lets it run", "muted"))
     if step is not None and APPROVAL_KEY in step.step_state:
         lines.extend(_approval_lines(step, limit))
@@ -295,7 +308,7 @@ def _step_node(
         lines.extend(_output_lines(out, limit))
     if failures:
         last = failures[-1]
-        if status == StepStatus.FAILED:
+        if status is _S_FAILED:
             err = f"error: {last.error_type}: {last.message}"
             lines.append((preview(err, limit), "error"))
             if last.attempt > 1:
@@ -303,18 +316,14 @@ def _step_node(
         else:
             n = len(failures)
             lines.append((preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
-    if undone_outs and status != StepStatus.UNDONE:
+    if undone_outs and status is not _S_UNDONE:
         n = len(undone_outs)
         times = f" ×{n}" if n > 1 else ""
-        if status == StepStatus.DONE:
+        if status is _S_DONE:
             lines.append((f"re-run after undo{times} (dashed)", "muted"))
         else:
             lines.append((f"undone{times} (dashed), to run again", "muted"))
-    fill, border, font = STATUS_COLORS[status]
-    attrs = {"fillcolor": fill, "color": border, "fontcolor": font, "style": _STYLES[status]}
-    if is_answer:
-        attrs["peripheries"] = "2"
-    return _Node(name="", attrs=attrs, label=lines)
+    return _Node(name="", attrs=_ANSWER_ATTRS if is_answer else _ATTRS[status], label=lines)  # shared: read only
 
 
 def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int) -> _Node:
@@ -331,21 +340,34 @@ def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int)
     return _Node(name="", attrs=attrs, label=lines)
 
 
-def _render_label(lines: list[tuple[str, str]], wrap: int) -> str:
+def _label_piece(text: str, kind: str, wrap: int) -> str:
+    """One line of a label, wrapped at ``wrap``, escaped and styled by ``kind``."""
+    if text and len(text) <= wrap:  # the common case: one piece
+        esc = html.escape(text, quote=True)
+        if kind == "head":
+            return f'<B>{esc}</B><BR ALIGN="LEFT"/>'
+        if kind == "error":
+            return f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT><BR ALIGN="LEFT"/>'
+        if kind == "muted":
+            return f'<I>{esc}</I><BR ALIGN="LEFT"/>'
+        return esc + '<BR ALIGN="LEFT"/>'
     parts: list[str] = []
-    for text, kind in lines:
-        for piece in wrap_lines(text, wrap):
-            if not piece:
-                continue
-            esc = html.escape(piece, quote=True)
-            if kind == "head":
-                esc = f"<B>{esc}</B>"
-            elif kind == "error":
-                esc = f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT>'
-            elif kind == "muted":
-                esc = f"<I>{esc}</I>"
-            parts.append(esc + '<BR ALIGN="LEFT"/>')
-    return "<" + "".join(parts) + ">"
+    for piece in wrap_lines(text, wrap):
+        if not piece:
+            continue
+        esc = html.escape(piece, quote=True)
+        if kind == "head":
+            esc = f"<B>{esc}</B>"
+        elif kind == "error":
+            esc = f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT>'
+        elif kind == "muted":
+            esc = f"<I>{esc}</I>"
+        parts.append(esc + '<BR ALIGN="LEFT"/>')
+    return "".join(parts)
+
+
+def _render_label(lines: list[tuple[str, str]], wrap: int) -> str:
+    return "<" + "".join([_label_piece(text, kind, wrap) for text, kind in lines]) + ">"
 
 
 def _attr_list(attrs: dict[str, str]) -> str:
@@ -604,25 +626,39 @@ def task_to_dot(
 # The pieces of the text, shared with the incremental renderer (nbagent.viz.dot_live).
 def _header_lines(task_id: str, task_input: str, task_status: str, counts: dict[str, int],
                   max_label: int, rankdir: str, wrap: int) -> list[str]:
+    return _header_from(_title_top(task_id, task_input, task_status, max_label, wrap), counts, rankdir, wrap)
+
+
+def _title_top(task_id: str, task_input: str, task_status: str, max_label: int, wrap: int) -> str:
+    """The title's first two lines (task and input), rendered: they change rarely, the
+    summary under them at every step."""
+    width = max(wrap, 60)
+    return (_label_piece(f"task {short_id(task_id)} · {task_status}", "head", width)
+            + _label_piece(f"input: {preview(task_input, max_label)}", "text", width))
+
+
+def _header_from(top: str, counts: dict[str, int], rankdir: str, wrap: int) -> list[str]:
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    title = [
-        (f"task {short_id(task_id)} · {task_status}", "head"),
-        (f"input: {preview(task_input, max_label)}", "text"),
-        (summary or "no steps", "muted"),
-    ]
+    label = "<" + top + _label_piece(summary or "no steps", "muted", max(wrap, 60)) + ">"
     return [
         "digraph task {",
         f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
         f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
-        f"label={_render_label(title, max(wrap, 60))}];",
+        f"label={label}];",
         f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
         f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7"];',
     ]
 
 
+_ATTR_TEXT: dict[tuple[tuple[str, str], ...], str] = {}  # our own constants: a handful of combinations
+
+
 def _node_line(node: _Node, wrap: int) -> str:
-    attrs = {"label": _render_label(node.label, wrap), **node.attrs}
-    return f"  {node.name} [{_attr_list(attrs)}];"
+    key = tuple(node.attrs.items())
+    rest = _ATTR_TEXT.get(key)
+    if rest is None:
+        rest = _ATTR_TEXT[key] = _attr_list(node.attrs)
+    return f"  {node.name} [label={_render_label(node.label, wrap)}, {rest}];"
 
 
 def _legend_lines(wrap: int) -> list[str]:

@@ -3,7 +3,9 @@
 It listens to the runner's events and redraws (throttled: at most one redraw per
 ``throttle_s``, the last one never dropped). The browser draws the DOT text with Graphviz
 compiled to WASM (``graphviz-anywidget``), so no ``dot`` program is needed for the live view;
-without that package the view is an ``ipywidgets.HTML`` holding the static graph. Where no
+without that package the view is an ``ipywidgets.HTML``: each redraw sends the DOT text, and
+the picture is drawn with ``dot`` only once the redraws pause (``SVG_IDLE_S``). The text is
+kept up to date in O(what changed) (``nbagent.viz.dot_live``). Where no
 widget frontend runs (nbconvert, nbval, GitHub) the displayed output still shows the graph:
 the mimebundle carries a static ``image/svg+xml`` / ``text/html`` next to the widget view.
 """
@@ -249,8 +251,12 @@ class LiveGraph:
         self._source = ""
         self._live: Any = None  # the incremental DOT of the shown task (nbagent.viz.dot_live)
         self.redraws = 0
-        self._svg_cost = 0.0  # the HTML fallback runs ``dot``: at most every SVG_SPACING x its cost
-        self._svg_at = float("-inf")
+        # the HTML fallback shows the DOT text at each redraw; ``dot`` draws the picture only
+        # once redraws pause for SVG_IDLE_S (one timer at a time), or on flush()/display
+        self.svg_draws = 0
+        self._svg_html = ""
+        self._svg_due: float | None = None
+        self._svg_timer: threading.Timer | None = None
         self._draw_lock = threading.RLock()
         self.widget, self.in_browser = graph_widget(renderer, EMPTY_DOT)
         self._throttle = Throttle(self._draw, throttle_s)
@@ -301,7 +307,7 @@ class LiveGraph:
 
     # ----- drawing -----------------------------------------------------------------------
     SLOW_STEP_S = 0.25
-    SVG_SPACING = 10
+    SVG_IDLE_S = 1.0
 
     def _on_event(self, event: Event) -> None:
         if isinstance(event, TokenStreamed):
@@ -320,19 +326,18 @@ class LiveGraph:
         self._throttle.request()
 
     def flush(self) -> bool:
-        """Draw a pending change now; returns whether there was one."""
-        pending = getattr(self, "_svg_pending", None)
-        if pending is not None and pending.pending:
-            pending.cancel()
-            self._svg_at = float("-inf")
-            self._draw_static(self._source)
-        return self._throttle.flush()
+        """Draw a pending change now; returns whether there was one. (The HTML fallback
+        also draws its picture now if one is due.)"""
+        pending = self._throttle.flush()
+        with self._draw_lock:
+            if self._svg_due is not None:
+                self._draw_svg()
+        return pending
 
     def redraw(self) -> None:
         """Draw now, whatever the throttle says (and build the drawing afresh)."""
         self._throttle.cancel()
         self._live = None
-        self._svg_at = float("-inf")
         self._draw()
 
     def _draw(self) -> None:
@@ -349,25 +354,41 @@ class LiveGraph:
             if self.in_browser:
                 self.widget.dot_source = source
             else:
-                self._draw_static(source)
+                self.widget.value = self._svg_html + _dot_block(source)
+                self._svg_due = time.monotonic() + self.SVG_IDLE_S
+                if self._svg_timer is None:
+                    self._start_svg_timer(self.SVG_IDLE_S)
 
-    def _draw_static(self, source: str) -> None:
-        """The HTML fallback draws the SVG with the ``dot`` program: not at every redraw, but
-        at most once per SVG_SPACING times what the last one cost (a pending one later)."""
-        wait = self._svg_at + self.SVG_SPACING * self._svg_cost - time.monotonic()
-        if wait > 0:
-            pending = getattr(self, "_svg_pending", None)
-            if pending is not None and pending.pending:
-                return  # the one already waiting draws the newest text
-            self._svg_pending = Throttle(lambda: self._draw_static(self._source), 0)
-            self._svg_pending._last = time.monotonic()
-            self._svg_pending.interval_s = wait
-            self._svg_pending.request()
-            return
-        start = time.monotonic()
-        self.widget.value = self._static_html(source)
-        self._svg_at = time.monotonic()
-        self._svg_cost = self._svg_at - start
+    def _start_svg_timer(self, delay: float) -> None:
+        timer = threading.Timer(delay, self._svg_fire)
+        timer.daemon = True
+        self._svg_timer = timer
+        timer.start()
+
+    def _svg_fire(self) -> None:
+        with self._draw_lock:
+            self._svg_timer = None
+            due = self._svg_due
+            if due is None:
+                return
+            wait = due - time.monotonic()
+            if wait > 0:  # redrawn since: wait for the pause
+                self._start_svg_timer(wait)
+                return
+            try:
+                self._draw_svg()
+            except Exception:  # noqa: BLE001 - a timer thread must not die loudly
+                log.exception("nbagent: LiveGraph could not draw its picture")
+
+    def _draw_svg(self) -> None:
+        """The HTML fallback's picture, drawn by ``dot`` (or the static HTML without it)."""
+        self._svg_due = None
+        if self._svg_timer is not None:
+            self._svg_timer.cancel()
+            self._svg_timer = None
+        self._svg_html = self._static_html(self._source)
+        self.svg_draws += 1
+        self.widget.value = self._svg_html
 
     def _static_html(self, source: str) -> str:
         state = self.state
@@ -413,9 +434,11 @@ class LiveGraph:
             self._unsubscribe()
             self._unsubscribe = None
         self._throttle.cancel()
-        pending = getattr(self, "_svg_pending", None)
-        if pending is not None:
-            pending.cancel()
+        with self._draw_lock:
+            self._svg_due = None
+            if self._svg_timer is not None:
+                self._svg_timer.cancel()
+                self._svg_timer = None
         self.widget.close()
 
 
@@ -440,6 +463,14 @@ def widget_bundle(
     if view is not None:
         bundle["application/vnd.jupyter.widget-view+json"] = view
     return bundle
+
+
+def _dot_block(source: str) -> str:
+    """The DOT text, escaped, as the HTML fallback shows it while a run goes on."""
+    return (
+        '<details class="nbagent-graph-dot"><summary><i>step graph (DOT); the picture is drawn '
+        f"when the run pauses</i></summary><pre>{html.escape(source)}</pre></details>"
+    )
 
 
 def _error_dot(err: BaseException) -> str:
