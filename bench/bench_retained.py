@@ -34,6 +34,7 @@ from nbagent import (  # noqa: E402
 )
 
 STEPS = 5_000
+WARM = 200  # steps run once before measuring
 CHATS = 500
 
 
@@ -72,26 +73,26 @@ def long_step(state: dict[str, Any], keep: bool, chat: Any, tool: Any, role: Any
     return response(response="ok"), False
 
 
-def per_step(keep: bool = False) -> float:
+def per_step(keep: bool = False, steps: int = STEPS, undo: bool = True) -> float:
     class Long(Plain):
         def _run_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> tuple[AgentChatResponse, bool]:
             return long_step(state, keep, ChatMessage, ToolOutput, MessageRole, AgentChatResponse)  # type: ignore[no-any-return]
 
     def run() -> Any:
-        runner = AgentRunner(Long())
+        runner = AgentRunner(Long(), keep_history=undo)
         task = runner.create_task("go")
 
         async def go() -> None:
-            for _ in range(STEPS):
+            for _ in range(steps):
                 await runner.arun_step(task)
 
         asyncio.run(go())
         return runner
 
-    return retained(run) / STEPS
+    return retained(run) / steps
 
 
-def llama_index_per_step(keep: bool = False) -> float | None:
+def llama_index_per_step(keep: bool = False, steps: int = STEPS) -> float | None:
     """The same worker on LlamaIndex's own AgentRunner (None: llama_index not installed)."""
     try:
         with warnings.catch_warnings():
@@ -128,13 +129,13 @@ def llama_index_per_step(keep: bool = False) -> float | None:
         task = runner.create_task("go")
 
         async def go() -> None:
-            for _ in range(STEPS):
+            for _ in range(steps):
                 await runner.arun_step(task.task_id)
 
         asyncio.run(go())
         return runner
 
-    return retained(run) / STEPS
+    return retained(run) / steps
 
 
 def per_chat(max_finished: int | None) -> float:
@@ -169,10 +170,15 @@ def tool_loop_growth() -> tuple[float, float]:
 
 def main() -> None:
     retained(lambda: per_step.__name__)  # warm tracemalloc
+    # a short run of each kind first: what the first steps of a process create once (pydantic
+    # and nbagent caches, event-loop machinery) is not a cost per step
+    per_step(keep=True, steps=WARM)
     print(f"retained per CustomSimpleAgentWorker step (undo on): {per_step():7.0f} B/step over {STEPS:,} steps (target <= 1500)")
+    print(f"  without undo history (keep_history=False):         {per_step(undo=False):7.0f} B/step")
     print(f"  with a message and a source per step:              {per_step(keep=True):7.0f} B/step")
-    li_plain = llama_index_per_step()
+    li_plain = llama_index_per_step(keep=True, steps=WARM)
     if li_plain is not None:
+        li_plain = llama_index_per_step()
         li_keep = llama_index_per_step(keep=True)
         print(f"  LlamaIndex AgentRunner, same worker (no undo):     {li_plain:7.0f} B/step; "
               f"with a message and a source {li_keep:.0f} B/step")
