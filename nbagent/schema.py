@@ -240,7 +240,9 @@ class AgentChatResponse(_LeanModel):
 
     response: str = ""
     sources: list[ToolOutput] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="What the worker noted about the answer (None when nothing, as in the reference)."
+    )
     is_dummy_stream: bool = False
     structured_response: Any = Field(
         default=None, description="The typed answer (an output_cls instance), when one was asked for."

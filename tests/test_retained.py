@@ -215,11 +215,15 @@ def test_models_with_shared_key_dicts_behave_as_before() -> None:
     again = TaskStepOutput.model_validate(out.model_dump() | {"output": out.output, "task_step": step, "next_steps": [nxt]})
     assert again.model_dump() == out.model_dump()
     response = AgentChatResponse(response="x")
-    response.metadata["k"] = 1
-    assert AgentChatResponse(response="y").metadata == {}  # nothing shared between instances
+    assert response.metadata is None  # as on the reference: no dict per answer until one is set
+    response.metadata = {"k": 1}
+    response.sources.append(ToolOutput(content="s", tool_name="t"))
+    assert AgentChatResponse(response="y").sources == []  # nothing shared between instances
     assert dict(response) == {
-        "response": "x", "sources": [], "metadata": {"k": 1}, "is_dummy_stream": False, "structured_response": None,
+        "response": "x", "sources": response.sources, "metadata": {"k": 1}, "is_dummy_stream": False,
+        "structured_response": None,
     }
+    assert response.model_fields_set == {"response", "metadata"}
 
 
 def test_messages_and_tool_outputs_keep_exact_fields_sets() -> None:
@@ -239,3 +243,10 @@ def test_messages_and_tool_outputs_keep_exact_fields_sets() -> None:
     assert (out.content, copied.content, copied.raw_input) == ("3", "4", {"a": 1})
     assert list(out.__dict__) == list(ToolOutput.model_fields)
     assert ToolOutput.model_validate(out.model_dump()) == out
+
+
+def test_an_answer_without_metadata_says_none_as_the_reference_does() -> None:
+    types = pytest.importorskip("llama_index.core.chat_engine.types")
+    reference = types.AgentChatResponse(response="x")
+    ours = AgentChatResponse(response="x")
+    assert (ours.metadata, ours.sources) == (reference.metadata, reference.sources) == (None, [])
