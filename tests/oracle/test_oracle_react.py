@@ -231,17 +231,23 @@ def test_stream_chat_final_text_same_as_reference_without_trailing_newline(final
     assert nb[0] == nb[1] and nb_async[0] == nb_async[1]
 
 
-def test_max_iterations_text() -> None:
+def test_max_iterations_text_and_count() -> None:
     script = ['Thought: a\nAction: add\nAction Input: {"a": 1, "b": 2}'] * 6
     seen = []
     for api in both():
         agent, _ = _react(api, script, max_iterations=3)
+        task = agent.create_task("q")
         with pytest.raises(ValueError) as err:
-            agent.chat("q")
-        seen.append((str(err.value), api.llm))
-    ref, nb = seen
-    assert ref[0] == "Reached max iterations."
-    assert nb[0].startswith("Reached max iterations.")  # nbagent's hint follows
+            while not agent.run_step(task.task_id).is_last:
+                pass
+        seen.append((str(err.value), len(task.extra_state["sources"])))
+    (ref_text, ref_calls), (nb_text, nb_calls) = seen
+    assert ref_text == "Reached max iterations."
+    assert nb_text.startswith("Reached max iterations.")  # nbagent's hint follows
+    # Deliberate: the reference counts reasoning steps (an action and its observation are
+    # two), so max_iterations=3 stops it after 2 tool calls; nbagent counts model calls, as the
+    # workflow agents' max_iterations does, and stops after 3.
+    assert (ref_calls, nb_calls) == (2, 3)
 
 
 def test_empty_reply_legacy_worker() -> None:

@@ -276,3 +276,33 @@ def test_function_calling_stream_chat_answer_has_no_trailing_newline() -> None:
 
     assert stream(fresh()) == ("The sum is 3.", "The sum is 3.", ["3"])
     assert astream(fresh()) == ("The sum is 3.", "The sum is 3.")
+
+
+def test_state_argument_is_honoured_as_on_reference() -> None:
+    seen = []
+    for api in both():
+        state_cls = type(api.AgentRunner(api.FunctionCallingAgentWorker.from_tools([], llm=api.llm([]))).state)
+        state = state_cls()
+        agent = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools(_tools(api), llm=api.llm(["hi"])), state=state)
+        task = agent.create_task("hello")
+        same = agent.state is state and list(state.task_dict) == [task.task_id]
+        upcoming = [s.input for s in state.get_step_queue(task.task_id)]
+        agent.reset()
+        seen.append((same, upcoming, dict(state.task_dict)))
+    assert seen[1] == seen[0] == (True, ["hello"], {})
+
+
+def test_empty_reply_function_calling_worker() -> None:
+    # Deliberate (deliberate11.md): an empty reply fails the step with a clear error and the
+    # step stays queued; the reference's function-calling worker ends the task with "".
+    seen = []
+    for api in both():
+        agent = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools(_tools(api), llm=api.llm(["", "ok"])))
+        task = agent.create_task("q")
+        try:
+            out = agent.run_step(task.task_id)
+            seen.append(("answered", out.output.response, out.is_last))
+        except ValueError as e:
+            seen.append(("raised", str(e), len(agent.get_upcoming_steps(task.task_id))))
+    assert seen[0] == ("answered", "", True)
+    assert seen[1][0] == "raised" and "empty" in seen[1][1] and seen[1][2] == 1

@@ -200,3 +200,18 @@ def test_parallel_runner_dag_join_runs_once_unlike_reference() -> None:
     assert nb[0][2] == ["j"] and nb[1].count("j") == 1
     assert nb[2] == []
     assert ref[3] == nb[3] == "joined"
+
+
+def test_parallel_runner_chat_on_the_dag() -> None:
+    seen = []
+    for api in both():
+        calls: list[str] = []
+        agent = api.ParallelAgentRunner(_fork_join(api, calls))
+        try:
+            seen.append(("answered", str(agent.chat("go")), sorted(calls)))
+        except ValueError as err:
+            seen.append(("raised", str(err), sorted(calls)))
+    # Deliberate (deliberate11.md): the reference runs the join once per parent, both runs are
+    # last, and its chat() gives up; nbagent runs the join once and answers.
+    assert seen[0] == ("raised", "More than one step output returned in final step.", ["a", "b", "j", "j", "root"])
+    assert seen[1] == ("answered", "joined", ["a", "b", "j", "root"])
