@@ -71,6 +71,8 @@ def _ref_llm_class() -> type:
         position: int = 0
         calls: int = 0
         requests: list[Any] = []
+        tool_descriptions: list[Any] = []
+        raw: Any = None  # given to every chunk and reply, as a real client's raw response
         function_calling: bool = True
 
         @property
@@ -80,6 +82,7 @@ def _ref_llm_class() -> type:
         def _next(self, messages: Any, kwargs: dict[str, Any]) -> Any:
             tools = kwargs.get("tools") or []
             self.requests.append((list(messages), [t.metadata.name for t in tools], kwargs.get("tool_choice")))
+            self.tool_descriptions.append({t.metadata.name: t.metadata.description for t in tools})
             if self.position >= len(self.replies):
                 raise RuntimeError(f"ScriptedRefLLM: no reply left after {len(self.replies)}")
             reply = self.replies[self.position]
@@ -105,7 +108,7 @@ def _ref_llm_class() -> type:
             )
 
         def chat(self, messages: Any, **kwargs: Any) -> Any:
-            return m.ChatResponse(message=self._next(messages, kwargs))
+            return m.ChatResponse(message=self._next(messages, kwargs), raw=self.raw)
 
         async def achat(self, messages: Any, **kwargs: Any) -> Any:
             return self.chat(messages, **kwargs)
@@ -127,6 +130,7 @@ def _ref_llm_class() -> type:
                         if last
                         else m.ChatMessage(role=m.MessageRole.ASSISTANT, content=so_far),
                         delta=piece,
+                        raw=self.raw,
                     )
 
             return gen()
@@ -189,8 +193,8 @@ def reference() -> SimpleNamespace:
     m = _reference_modules()
     cls = _ref_llm_class()
 
-    def llm(replies: list[Any], function_calling: bool = True) -> Any:
-        return cls(replies=list(replies), requests=[], function_calling=function_calling)
+    def llm(replies: list[Any], function_calling: bool = True, raw: Any = None) -> Any:
+        return cls(replies=list(replies), requests=[], tool_descriptions=[], function_calling=function_calling, raw=raw)
 
     from llama_index.core.agent.workflow import workflow_events as wev
     from llama_index.core.agent.react.types import ActionReasoningStep, ObservationReasoningStep, ResponseReasoningStep
@@ -228,6 +232,7 @@ def reference() -> SimpleNamespace:
         ObservationReasoningStep=ObservationReasoningStep,
         ResponseReasoningStep=ResponseReasoningStep,
         requests=lambda llm: [msgs for msgs, _tools, _choice in llm.requests],
+        tool_descriptions=lambda llm: llm.tool_descriptions,
         tool_choices=lambda llm: [choice for _msgs, _tools, choice in llm.requests],
     )
 
@@ -246,8 +251,10 @@ def nbagent_api() -> SimpleNamespace:
     )
     from nbagent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 
-    def llm(replies: list[Any], function_calling: bool = True) -> Any:
-        return nbagent.ScriptedLLM(list(replies), function_calling=function_calling)
+    def llm(replies: list[Any], function_calling: bool = True, raw: Any = None) -> Any:
+        if raw is None:
+            return nbagent.ScriptedLLM(list(replies), function_calling=function_calling)
+        return _raw_scripted(raw)(list(replies), function_calling=function_calling)
 
     return SimpleNamespace(
         name="nbagent",
@@ -279,8 +286,25 @@ def nbagent_api() -> SimpleNamespace:
         ObservationReasoningStep=ObservationReasoningStep,
         ResponseReasoningStep=ResponseReasoningStep,
         requests=lambda llm: [r.messages for r in llm.requests],
+        tool_descriptions=lambda llm: [{t.name: t.description for t in r.tools} for r in llm.requests],
         tool_choices=lambda llm: [r.tool_choice for r in llm.requests],
     )
+
+
+def _raw_scripted(raw: Any) -> type:
+    """nbagent's ScriptedLLM whose replies carry ``raw`` (as a real client's chunks do)."""
+    import nbagent
+
+    class RawScripted(nbagent.ScriptedLLM):
+        async def _astream(self, messages: Any, tools: Any, tool_choice: Any, **kwargs: Any) -> Any:
+            async for chunk in super()._astream(messages, tools, tool_choice, **kwargs):
+                yield chunk.model_copy(update={"raw": raw})
+
+        async def _achat(self, messages: Any, tools: Any, tool_choice: Any, **kwargs: Any) -> Any:
+            reply = await super()._achat(messages, tools, tool_choice, **kwargs)
+            return reply.model_copy(update={"raw": raw})
+
+    return RawScripted
 
 
 def both() -> list[SimpleNamespace]:

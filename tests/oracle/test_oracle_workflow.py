@@ -237,3 +237,44 @@ def test_react_agent_parse_error_is_fed_back_as_on_reference() -> None:
     # the model also sees its own unparseable reply before the error, on both
     assert ("assistant", "Thought: I need to think more") in ref_msgs
     assert any(r == "assistant" and "Thought: I need to think more" in (c or "") for r, c in nb_msgs)
+
+
+def test_raw_reply_on_stream_output_and_result_as_on_reference() -> None:
+    raw = {"id": "cmpl-1", "object": "chat.completion.chunk"}
+    seen = []
+    for api in both():
+        llm = api.llm(["It is done."], raw=raw)
+        agent = api.FunctionAgent(name="calc", description="d", tools=[], llm=llm)
+
+        async def go(agent: Any = agent) -> tuple[list[Any], Any, Any, list[str]]:
+            handler = agent.run(user_msg="q")
+            streamed, outputs = [], []
+            async for ev in handler.stream_events():
+                if type(ev).__name__ == "AgentStream":
+                    streamed.append(ev.raw)
+                if type(ev).__name__ == "AgentOutput":
+                    outputs.append(ev.raw)
+            result = await handler
+            return streamed, outputs, result.raw, sorted(result.model_dump())
+
+        seen.append(asyncio.run(go()))
+    assert seen[1] == seen[0]
+    streamed, outputs, result_raw, keys = seen[0]
+    assert streamed == [raw, raw, raw] and outputs == [raw] and result_raw == raw and "raw" not in keys
+
+
+def test_handoff_tool_description_the_model_reads() -> None:
+    seen = []
+    for api in both():
+        a, a_llm = _agent(api, "FunctionAgent", ["nothing to hand off"], name="a", can_handoff_to=["b"])
+        b, _ = _agent(api, "FunctionAgent", ["x"], name="b")
+        wf = api.AgentWorkflow(agents=[a, b], root_agent="a")
+        _run(lambda wf=wf: wf.run(user_msg="q"))
+        seen.append(api.tool_descriptions(a_llm)[0]["handoff"])
+    ref, nb = seen
+    head = ref.split("{")[0]  # the reference's words, up to the agents' list
+    assert head.endswith("Currently available agents:\n") and nb.startswith(head)
+    # Deliberate: the agents the model may hand off to are listed one per line
+    # ("- b: b agent"); the reference pastes a Python dict ({'b': 'b agent'})
+    assert ref[len(head):].strip() == "{'b': 'b agent'}"
+    assert nb[len(head):].strip() == "- b: b agent"
