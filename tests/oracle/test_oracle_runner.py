@@ -306,3 +306,33 @@ def test_empty_reply_function_calling_worker() -> None:
             seen.append(("raised", str(e), len(agent.get_upcoming_steps(task.task_id))))
     assert seen[0] == ("answered", "", True)
     assert seen[1][0] == "raised" and "empty" in seen[1][1] and seen[1][2] == 1
+
+
+def test_verbose_stream_chat_prints_the_same_text_as_reference() -> None:
+    printed = []
+    for api in both():
+        worker = api.ReActAgentWorker.from_tools(_tools(api), llm=api.llm(REACT_SCRIPT, function_calling=False), verbose=True)
+        agent = api.AgentRunner(worker, verbose=True)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            response = agent.stream_chat("What is (121 * 3) + 42?")
+            tokens = "".join(response.response_gen)
+        printed.append((_UUID.sub("<id>", out.getvalue()), tokens))
+    ref, nb = printed
+    # (nbagent's action input is JSON, see test_react_worker_step_by_step_same_as_reference)
+    nb_text = nb[0].replace('{"a": 121, "b": 3}', "{'a': 121, 'b': 3}").replace('{"a": 363, "b": 42}', "{'a': 363, 'b': 42}")
+    assert (nb_text, nb[1]) == ref
+    assert "Answer:" not in ref[0]  # a streamed answer is not printed again
+
+
+def test_tool_output_raw_input_shape() -> None:
+    """Deliberate (kept, reported): nbagent's ToolOutput.raw_input is the call's arguments,
+    one shape everywhere. The reference has no one shape: FunctionTool.call gives
+    {"args": (), "kwargs": {...}}, its ReAct worker's errors {"kwargs": {...}}, its workflow's
+    errors the plain arguments, its function-calling worker's unknown tool {"args": "..."}."""
+    ref_api, nb_api = both()
+    ref_out = ref_api.FunctionTool.from_defaults(fn=add).call(a=1, b=2)
+    nb_out = nb_api.FunctionTool.from_defaults(fn=add).call(a=1, b=2)
+    assert (ref_out.content, ref_out.raw_output) == (nb_out.content, nb_out.raw_output) == ("3", 3)
+    assert ref_out.raw_input == {"args": (), "kwargs": {"a": 1, "b": 2}}
+    assert nb_out.raw_input == {"a": 1, "b": 2}

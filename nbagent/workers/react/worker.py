@@ -254,13 +254,13 @@ class ReActAgentWorker(BaseAgentWorker):
                             ChatMessage(role=MessageRole.SYSTEM, content=rule))
         return tools, messages
 
-    def _record(self, task: Task, rstep: ReasoningStep) -> None:
+    def _record(self, task: Task, rstep: ReasoningStep, echo: bool = True) -> None:
         message, tokens = self.formatter.render(rstep, getattr(self.formatter, "observation_role", MessageRole.USER))
         state = task.extra_state
         state["reasoning"].append(rstep)
         state["reasoning_messages"].append(message)
         state["reasoning_tokens"].append(tokens)
-        if self.verbose and not isinstance(rstep, HumanReasoningStep):
+        if self.verbose and echo and not isinstance(rstep, HumanReasoningStep):
             # as the reference prints it: ANSI pink for reasoning, blue for observations
             colour = _BLUE if isinstance(rstep, ObservationReasoningStep) else _PINK
             print(f"\033[1;3;{colour}m{rstep.get_content()}\n\033[0m", end="")
@@ -425,7 +425,8 @@ class ReActAgentWorker(BaseAgentWorker):
             answer = full.strip()
             if fenced and answer.endswith("```"):
                 answer = answer[:-3].rstrip()
-            self._record(task, ResponseReasoningStep(thought=thought, response=answer))
+            # not printed: the reader saw it stream (the reference prints nothing here either)
+            self._record(task, ResponseReasoningStep(thought=thought, response=answer), echo=False)
             task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
 
         response.add_done_callback(remember)
