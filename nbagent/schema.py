@@ -325,8 +325,12 @@ class StreamingAgentChatResponse:
         sources: list[ToolOutput] | None = None,
         prefix: str = "",
         loop: asyncio.AbstractEventLoop | None = None,
+        strip_end: bool = False,
     ) -> None:
         self._source = token_source
+        # the final response loses trailing whitespace (the tokens are the model's, as they
+        # came), as the reference's streamed ReAct answer does
+        self._strip_end = strip_end
         self._loop = loop or _sync.current_loop()
         self._tokens: list[str] = [prefix] if prefix else []
         self.response = prefix
@@ -358,6 +362,8 @@ class StreamingAgentChatResponse:
         if self.is_done:
             return
         self.is_done = True
+        if self._strip_end:
+            self.response = self.response.rstrip()
         callbacks, self._done_callbacks = self._done_callbacks, []
         for fn in callbacks:
             fn(self.response)

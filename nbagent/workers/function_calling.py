@@ -509,7 +509,10 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         """The reply started with text: it is the answer; stream the rest of it to the caller."""
         tail = _Tail()
         response = StreamingAgentChatResponse(
-            _rest_of(stream, tail, held=first.delta or ""), sources=list(task.extra_state[SOURCES_KEY])
+            _rest_of(stream, tail),
+            sources=list(task.extra_state[SOURCES_KEY]),
+            prefix=first.delta or "",
+            strip_end=True,  # no trailing newline on the final response (issue 11, item 7)
         )
         metadata = getattr(response, "metadata", None)
         if not isinstance(metadata, dict):
@@ -574,28 +577,13 @@ class _Tail:
         self.calls: list[ToolSelection] = []
 
 
-async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail, held: str = "") -> AsyncIterator[str]:
-    """The text deltas of a streamed reply from its first one (``held``); tool calls seen on
-    the way go to ``tail``.
-
-    Each delta is passed on when the next one with text arrives (a delta of whitespace only
-    joins the one before it), and the last is passed on without its trailing whitespace: the
-    tokens keep the model's own pieces, and the streamed answer never ends in a newline
-    (issue 11, item 7).
-    """
+async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail) -> AsyncIterator[str]:
+    """The remaining text deltas of a streamed reply; tool calls seen on the way go to ``tail``."""
     async for chunk in stream:
         if chunk.message.tool_calls:
             tail.calls = list(chunk.message.tool_calls)
-        delta = chunk.delta or ""
-        if not delta.strip():
-            held += delta
-            continue
-        if held:
-            yield held
-        held = delta
-    held = held.rstrip()
-    if held:
-        yield held
+        if chunk.delta:
+            yield chunk.delta
 
 
 def _check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:

@@ -244,8 +244,9 @@ def test_verbose_chat_prints_the_same_text_as_reference() -> None:
 
 def test_function_calling_stream_chat_answer_has_no_trailing_newline() -> None:
     """The reference's FunctionCallingAgentWorker cannot stream (stream_chat raises
-    NotImplementedError); nbagent's streams, and its streamed answer is the non-streamed one:
-    the same text, no trailing newline, tokens that add up to it."""
+    NotImplementedError); nbagent's streams, and its final response has no trailing newline
+    while the tokens are the model's own, as on the reference's streamed ReAct answer
+    (test_oracle_react)."""
     script = [tool_call("add", a=1, b=2), "The sum is 3.\n\n"]
     ref_api, nb_api = both()
     ref_agent = ref_api.AgentRunner(ref_api.FunctionCallingAgentWorker.from_tools(_tools(ref_api), llm=ref_api.llm(script)))
@@ -274,8 +275,11 @@ def test_function_calling_stream_chat_answer_has_no_trailing_newline() -> None:
     def fresh() -> Any:
         return nb_api.AgentRunner(nb_api.FunctionCallingAgentWorker.from_tools(_tools(nb_api), llm=nb_api.llm(script)))
 
-    assert stream(fresh()) == ("The sum is 3.", "The sum is 3.", ["3"])
-    assert astream(fresh()) == ("The sum is 3.", "The sum is 3.")
+    assert stream(fresh()) == ("The sum is 3.\n\n", "The sum is 3.", ["3"])
+    assert astream(fresh()) == ("The sum is 3.\n\n", "The sum is 3.")
+    memory = fresh()
+    memory.stream_chat("1+2?").print_response_stream()
+    assert memory.chat_history[-1].content == "The sum is 3."  # what the task's memory keeps
 
 
 def test_state_argument_is_honoured_as_on_reference() -> None:

@@ -215,3 +215,55 @@ def test_parallel_runner_chat_on_the_dag() -> None:
     # last, and its chat() gives up; nbagent runs the join once and answers.
     assert seen[0] == ("raised", "More than one step output returned in final step.", ["a", "b", "j", "j", "root"])
     assert seen[1] == ("answered", "joined", ["a", "b", "j", "root"])
+
+
+def _holder(api: SimpleNamespace, calls: list[str]) -> Any:
+    """root returns a step x created with is_ready=False (no parents to wait for)."""
+
+    class Holder(api.BaseAgentWorker):  # type: ignore[name-defined, misc]
+        def initialize_step(self, task: Any, **kwargs: Any) -> Any:
+            return api.TaskStep(task_id=task.task_id, step_id="root", input=task.input, step_state={"name": "root"})
+
+        def run_step(self, step: Any, task: Any, **kwargs: Any) -> Any:
+            calls.append(step.step_state["name"])
+            if step.step_state["name"] == "root":
+                x = api.TaskStep(task_id=task.task_id, step_id="x", input="x", step_state={"name": "x"}, is_ready=False)
+                return api.TaskStepOutput(output=api.AgentChatResponse(response="r"), task_step=step, next_steps=[x])
+            return api.TaskStepOutput(output=api.AgentChatResponse(response="done"), task_step=step, next_steps=[], is_last=True)
+
+        async def arun_step(self, step: Any, task: Any, **kwargs: Any) -> Any:
+            return self.run_step(step, task)
+
+        def stream_step(self, step: Any, task: Any, **kwargs: Any) -> Any:
+            return self.run_step(step, task)
+
+        async def astream_step(self, step: Any, task: Any, **kwargs: Any) -> Any:
+            return self.run_step(step, task)
+
+        def finalize_task(self, task: Any, **kwargs: Any) -> None:
+            pass
+
+    return Holder()
+
+
+def test_a_step_created_not_ready_is_held_not_dropped() -> None:
+    ref_api, nb_api = both()
+    calls: list[str] = []
+    ref = ref_api.ParallelAgentRunner(_holder(ref_api, calls))
+    task = ref.create_task("go")
+    ref.run_steps_in_queue(task.task_id)
+    # The reference silently drops a returned step whose is_ready is False: never queued,
+    # never run, the task can no longer finish.
+    assert ref.get_upcoming_steps(task.task_id) == [] and ref.run_steps_in_queue(task.task_id) == []
+    assert calls == ["root"]
+    # nbagent holds it (issue 11, item 2): queued and shown, not run until released
+    calls = []
+    nb = nb_api.ParallelAgentRunner(_holder(nb_api, calls))
+    task = nb.create_task("go")
+    nb.run_steps_in_queue(task.task_id)
+    assert [s.step_id for s in nb.get_upcoming_steps(task.task_id)] == ["x"]
+    with pytest.raises(Exception, match=r"held step\(s\) \['x'\].*release"):
+        nb.run_steps_in_queue(task.task_id)
+    nb.release_step(task.task_id, "x")
+    assert [o.task_step.step_id for o in nb.run_steps_in_queue(task.task_id)] == ["x"]
+    assert calls == ["root", "x"] and str(nb.finalize_response(task.task_id)) == "done"

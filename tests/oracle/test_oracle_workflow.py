@@ -278,3 +278,23 @@ def test_handoff_tool_description_the_model_reads() -> None:
     # ("- b: b agent"); the reference pastes a Python dict ({'b': 'b agent'})
     assert ref[len(head):].strip() == "{'b': 'b agent'}"
     assert nb[len(head):].strip() == "- b: b agent"
+
+
+def test_update_prompts_changes_what_the_model_reads() -> None:
+    seen = []
+    for api in both():
+        a, a_llm = _agent(api, "FunctionAgent", ["no"], name="a", can_handoff_to=["b"])
+        b, _ = _agent(api, "FunctionAgent", ["x"], name="b")
+        wf = api.AgentWorkflow(agents=[a, b], root_agent="a", initial_state={"n": 1})
+        template_cls = type(wf.get_prompts()["handoff_prompt"])
+        wf.update_prompts(
+            {
+                "handoff_prompt": template_cls("Pass it on. {agent_info}"),
+                "state_prompt": template_cls("STATE={state} MSG={msg}"),
+            }
+        )
+        _run(lambda wf=wf: wf.run(user_msg="q"))
+        user = [m.content for m in api.requests(a_llm)[0] if m.role.value == "user"]
+        seen.append((api.tool_descriptions(a_llm)[0]["handoff"].split("{")[0].split("-")[0], user))
+    assert seen[0] == ("Pass it on. ", ["STATE={'n': 1} MSG=q"])
+    assert seen[1] == seen[0]
