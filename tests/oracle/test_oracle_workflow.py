@@ -298,3 +298,27 @@ def test_update_prompts_changes_what_the_model_reads() -> None:
         seen.append((api.tool_descriptions(a_llm)[0]["handoff"].split("{")[0].split("-")[0], user))
     assert seen[0] == ("Pass it on. ", ["STATE={'n': 1} MSG=q"])
     assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize("kind", ["FunctionAgent", "ReActAgent"])
+def test_workflow_agents_are_pydantic_models_as_on_reference(kind: str) -> None:
+    seen = []
+    for api in both():
+        agent, _ = _agent(api, kind, [], system_prompt="Be brief.")
+        dump = agent.model_dump()
+        with pytest.raises((TypeError, ValueError, AttributeError)):  # a tool must be a tool or a function
+            getattr(api, kind)(name="x", tools=[1], llm=api.llm([], function_calling=kind == "FunctionAgent"))
+        seen.append(
+            (
+                {k: dump[k] for k in ("name", "description", "system_prompt", "can_handoff_to")},
+                dump.get("scratchpad_key"),
+                dump.get("reasoning_key"),
+                [type(t).__name__ for t in agent.tools],
+                set(dump),
+            )
+        )
+    (ref, ref_keys), (nb, nb_keys) = ((s[:4], s[4]) for s in seen)
+    assert nb == ref
+    # the page's fields are there on both (0.12.52 adds a few more, see docs/reference-audit.md)
+    page = {"name", "description", "system_prompt", "tools", "llm", "can_handoff_to", "tool_retriever"}
+    assert page <= ref_keys and page <= nb_keys
