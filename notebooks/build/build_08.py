@@ -288,7 +288,8 @@ print(panel.status_text())
 - `handler.subscribe(fn)` hands every event to your own code; `RunTrace` is the account of a
   run the live view draws.
 - `agent.get_prompts()` and `agent.update_prompts({...})` show and change the prompts the
-  agents use (`react_header`; on the workflow `handoff_prompt` and `state_prompt`).
+  agents use (`react_header`; on the workflow `handoff_prompt`, `handoff_output_prompt` and
+  `state_prompt`).
 """),
 ]
 
