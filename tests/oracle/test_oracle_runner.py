@@ -340,3 +340,43 @@ def test_tool_output_raw_input_shape() -> None:
     assert (ref_out.content, ref_out.raw_output) == (nb_out.content, nb_out.raw_output) == ("3", 3)
     assert ref_out.raw_input == {"args": (), "kwargs": {"a": 1, "b": 2}}
     assert nb_out.raw_input == {"a": 1, "b": 2}
+
+
+def _steered(api: SimpleNamespace, worker_cls: Any, script: list[Any], function_calling: bool) -> dict[str, Any]:
+    """The guide's step-wise loop, with input given to the second step (steering)."""
+    llm = api.llm(script, function_calling=function_calling)
+    agent = api.AgentRunner(worker_cls.from_tools(_tools(api), llm=llm, verbose=True))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        task = agent.create_task("What is (121 * 3) + 42?")
+        agent.run_step(task.task_id)
+        agent.run_step(task.task_id, input="Use add next, please.")
+        agent.run_step(task.task_id)
+        response = agent.finalize_response(task.task_id)
+    return {
+        "response": str(response),
+        "stdout": out.getvalue(),
+        "requests": [_messages(m)[1:] if not function_calling else _messages(m) for m in api.requests(llm)],
+        "memory": _messages(agent.chat_history),
+    }
+
+
+def test_input_given_to_a_later_step_as_on_reference() -> None:
+    ref, nb = (_steered(api, api.FunctionCallingAgentWorker, FC_SCRIPT, True) for api in both())
+    assert nb == ref
+    assert ("user", "Use add next, please.") in ref["requests"][1]
+    ref, nb = (_steered(api, api.ReActAgentWorker, REACT_SCRIPT, False) for api in both())
+    nb_stdout = nb["stdout"].replace('{"a": 121, "b": 3}', "{'a': 121, 'b': 3}").replace('{"a": 363, "b": 42}', "{'a': 363, 'b': 42}")
+    assert nb_stdout == ref["stdout"] and "Added user message to memory: Use add next, please." in ref["stdout"]
+    # Deliberate: the reference shows a person's input to a ReAct model as a tool result
+    # ("Observation: Use add next, please.") and leaves it out of the conversation memory;
+    # nbagent shows it as the person's own message and keeps it in memory.
+    assert ("user", "Observation: Use add next, please.") in ref["requests"][1]
+    assert ("user", "Use add next, please.") in nb["requests"][1]
+    assert ref["memory"] == [("user", "What is (121 * 3) + 42?"), ("assistant", "The answer is 405.")]
+    assert nb["memory"] == [
+        ("user", "What is (121 * 3) + 42?"),
+        ("user", "Use add next, please."),
+        ("assistant", "The answer is 405."),
+    ]
+    assert ref["response"] == nb["response"] == "The answer is 405."
