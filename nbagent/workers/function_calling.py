@@ -349,6 +349,15 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         self, step: TaskStep, task: Task, tools: list[FunctionTool], reply: ChatMessage
     ) -> TaskStepOutput:
         """Turn one whole reply into the step's output: run its tool calls, or answer."""
+        if not self.allow_parallel_tool_calls and len(reply.tool_calls) > 1:
+            # one call per reply, as the reference's models enforce it (force_single_tool_call;
+            # its worker raises for a model that does not) and as FunctionAgent does
+            log.warning(
+                "allow_parallel_tool_calls=False: the reply made %d tool calls; only the first (%s) is kept",
+                len(reply.tool_calls),
+                reply.tool_calls[0].tool_name,
+            )
+            reply = reply.model_copy(update={"tool_calls": list(reply.tool_calls[:1])})
         calls = list(reply.tool_calls)
         sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
         text = reply.text

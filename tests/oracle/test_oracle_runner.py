@@ -380,3 +380,31 @@ def test_input_given_to_a_later_step_as_on_reference() -> None:
         ("assistant", "The answer is 405."),
     ]
     assert ref["response"] == nb["response"] == "The answer is 405."
+
+
+def test_two_tool_calls_in_one_reply() -> None:
+    two = {"tool_calls": [{"name": "multiply", "arguments": {"a": 2, "b": 3}}, {"name": "add", "arguments": {"a": 1, "b": 1}}]}
+    seen = []
+    for api in both():
+        llm = api.llm([two, "done"])
+        agent = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools(_tools(api), llm=llm, verbose=True))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            response = agent.chat("q")
+        seen.append((str(response), [(s.tool_name, s.content) for s in response.sources], out.getvalue(), _messages(api.requests(llm)[1])))
+    assert seen[1] == seen[0]
+    assert seen[0][1] == [("multiply", "6"), ("add", "2")]
+    # allow_parallel_tool_calls=False: one call per reply. The reference's worker raises for
+    # a model that sends two (its own model classes drop all but the first before it sees
+    # them); nbagent keeps the first, with a warning, as FunctionAgent does.
+    outcome = []
+    for api in both():
+        llm = api.llm([two, "done"])
+        agent = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools(_tools(api), llm=llm, allow_parallel_tool_calls=False))
+        try:
+            response = agent.chat("q")
+            outcome.append(("answered", [s.tool_name for s in response.sources]))
+        except ValueError as err:
+            outcome.append(("raised", str(err)))
+    assert outcome[0] == ("raised", "Parallel tool calls not supported for synchronous function calling agent")
+    assert outcome[1] == ("answered", ["multiply"])
