@@ -107,6 +107,8 @@ DELIBERATE: dict[str, str] = {
     "AgentWorkflow.run": "stepwise=True: run_step() runs one step per call and returns its events; await finishes the run",
     "AgentRunner.from_llm": "with no llm, an OpenAI agent configured from the environment (there are no global Settings)",
     "ParallelAgentRunner.chat": "returns the first final output; a join runs once, after all its parents",
+    "TaskStep.is_ready": "a step created with is_ready=False and nothing to wait for is held (drawn held; "
+    "release_step or is_ready=True lets it run); the reference drops it",
 }
 
 
@@ -689,3 +691,30 @@ def test_function_agent_without_parallel_tool_calls_runs_one_call_per_step() -> 
     parallel = FunctionAgent(tools=[_multiply], llm=ScriptedLLM([two, "done"]))
     assert str(_run(parallel, user_msg="go")) == "done"
     assert [m.text for m in parallel.llm.requests[1].messages if m.role.value == "tool"] == ["6", "20"]
+
+
+def test_multimodal_worker_builds_the_first_message_with_generate_chat_message_fn() -> None:
+    from nbagent import AgentRunner, ChatMessage, MultimodalReActAgentWorker, ScriptedLLM
+
+    seen: dict[str, Any] = {}
+
+    def one_part(prompt: str, role: Any, image_documents: list[Any], image_detail: Any = None) -> ChatMessage:
+        seen.update(prompt=prompt, n=len(image_documents), detail=image_detail)
+        return ChatMessage(role=role, content=[{"type": "text", "text": f"[{len(image_documents)} image] {prompt}"}])
+
+    llm = ScriptedLLM(["Thought: seen.\nAnswer: red"])
+    # the 9th positional, as in llama-index-core 0.12.52
+    worker = MultimodalReActAgentWorker([], llm, 10, None, None, None, False, None, one_part, image_detail="low")
+    runner = AgentRunner(worker)
+    task = runner.create_task("What colour?", extra_state={"image_docs": ["https://example.org/red.png"]})
+    runner.run_step(task)
+    user = [m for m in llm.requests[0].messages if m.role.value == "user"][0]
+    assert user.content == [{"type": "text", "text": "[1 image] What colour?"}]
+    assert seen == {"prompt": "What colour?", "n": 1, "detail": "low"}
+    with pytest.raises(TypeError, match="must be callable"):
+        MultimodalReActAgentWorker([], llm, generate_chat_message_fn="nope")
+    bad = AgentRunner(MultimodalReActAgentWorker([], ScriptedLLM(["x"]), generate_chat_message_fn=lambda **_: "text"))
+    bad_task = bad.create_task("q", extra_state={"image_docs": []})
+    with pytest.raises(TypeError, match="must return an nbagent ChatMessage"):
+        bad.run_step(bad_task)
+    assert len(bad.get_upcoming_steps(bad_task)) == 1  # the failed step is kept

@@ -251,7 +251,9 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
 
     Create tasks with ``extra_state={"image_docs": [...]}`` (or the runner's
     ``init_task_state_kwargs``). ``image_detail`` ("low", "high", "auto") is passed to the
-    model if given.
+    model if given. ``generate_chat_message_fn(prompt=, role=, image_documents=, image_detail=)``
+    (as in llama-index-core 0.12.52) builds the first user message instead: it must return an
+    nbagent ``ChatMessage``.
     """
 
     def __init__(
@@ -264,6 +266,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
         callback_manager: Any = None,
         verbose: bool = False,
         tool_retriever: Any = None,
+        generate_chat_message_fn: Callable[..., ChatMessage] | None = None,
         *,
         llm: LLM | None = None,
         image_detail: str | None = None,
@@ -274,6 +277,8 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             raise ValueError("pass the model once: multi_modal_llm=... or llm=..., not both")
         if image_detail is not None and image_detail not in ("low", "high", "auto"):
             raise ValueError(f"image_detail must be 'low', 'high', 'auto' or None, got {image_detail!r}")
+        if generate_chat_message_fn is not None and not callable(generate_chat_message_fn):
+            raise TypeError(f"generate_chat_message_fn must be callable, got {generate_chat_message_fn!r}")
         if callback_manager is not None:
             warn_callback_manager("MultimodalReActAgentWorker")
         model = multi_modal_llm if multi_modal_llm is not None else llm
@@ -289,6 +294,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             **kwargs,
         )
         self.image_detail = image_detail
+        self.generate_chat_message_fn = generate_chat_message_fn
 
     @classmethod
     def from_tools(  # type: ignore[override]
@@ -348,13 +354,27 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
                 f"task {task.task_id!r} has no extra_state['image_docs']: create it with "
                 "runner.create_task(...) so MultimodalReActAgentWorker.initialize_step runs first"
             )
-        parts = image_parts(task.extra_state["image_docs"], self.image_detail) if first else []
+        make = self.generate_chat_message_fn
+        parts = image_parts(task.extra_state["image_docs"], self.image_detail) if first and make is None else []
         tools, messages = super()._begin(step, task)
         if first:
             question = task.scratch_memory.get_all()[-1]
             assert question.role == MessageRole.USER
             # the same message object is in `messages`, and stays in memory with its images
-            question.content = [{"type": "text", "text": question.text}, *parts]
+            if make is None:
+                question.content = [{"type": "text", "text": question.text}, *parts]
+            else:
+                made = make(
+                    prompt=question.text,
+                    role=MessageRole.USER,
+                    image_documents=list(task.extra_state["image_docs"]),
+                    image_detail=self.image_detail,
+                )
+                if not isinstance(made, ChatMessage):
+                    raise TypeError(
+                        f"generate_chat_message_fn must return an nbagent ChatMessage, got {type(made).__name__}"
+                    )
+                question.content = made.content
         return tools, messages
 
     async def _finish_step(
