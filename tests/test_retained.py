@@ -230,9 +230,17 @@ def test_messages_and_tool_outputs_keep_exact_fields_sets() -> None:
     a = ChatMessage(role=MessageRole.USER, content="hi")
     b = ChatMessage(role=MessageRole.USER, content="there")
     assert a.model_fields_set == {"role", "content"} == b.model_fields_set
-    a.name = "x"  # a's own fields-set from here on; b's unchanged
+    a.name = "x"  # a moves to the fields-set that has "name"; b's unchanged
     assert a.model_fields_set == {"role", "content", "name"}
     assert b.model_fields_set == {"role", "content"}
+    c = ChatMessage(role=MessageRole.USER, content="again")
+    c.name = "y"
+    assert c.__pydantic_fields_set__ is a.__pydantic_fields_set__  # still one set for both
+    c.name = "z"  # already set: nothing changes
+    assert c.model_fields_set == {"role", "content", "name"} and b.model_fields_set == {"role", "content"}
+    with pytest.raises(ValueError):
+        c.nonsense = 1  # type: ignore[attr-defined]
+    assert c.model_fields_set == {"role", "content", "name"} == a.model_fields_set
     assert b.model_dump(exclude_unset=True) == {"role": MessageRole.USER, "content": "there"}
     assert ChatMessage(content="there").model_dump(exclude_unset=True) == {"content": "there"}
     assert b == ChatMessage(role=MessageRole.USER, content="there") and a != b
