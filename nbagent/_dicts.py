@@ -19,11 +19,11 @@ from typing import Any
 
 __all__ = ["shared_keys"]
 
-_MAX_LAYOUTS = 1024  # distinct key layouts kept; past that, dicts are left as they are
+_MAX_LAYOUTS = 256  # distinct key layouts kept (each ~2 KB); past that, dicts are left as they are
 _MAX_KEYS = 30  # CPython shares at most 30 keys per class
 _WARM = 40  # instances made once per layout: CPython trims a class's values array per instance
 _SPLITS = sys.implementation.name == "cpython"
-_layouts: dict[tuple[str, ...], dict[str, Any] | None] = {}
+_layouts: dict[tuple[str, ...], dict[str, Any]] = {}
 
 
 def _prototype(keys: tuple[str, ...]) -> dict[str, Any] | None:
@@ -48,11 +48,10 @@ def shared_keys(d: dict[str, Any]) -> dict[str, Any]:
     keys = tuple(d)
     proto = _layouts.get(keys)
     if proto is None:
-        if keys in _layouts:
+        proto = _prototype(keys)
+        if proto is None:  # not remembered: the table of layouts stays within its budget
             return d
-        proto = _layouts.setdefault(keys, _prototype(keys))
-        if proto is None:
-            return d
+        proto = _layouts.setdefault(keys, proto)
     new = proto.copy()
     new.update(d)  # the same keys in the same order: the copy stays split
     return new

@@ -258,3 +258,13 @@ def test_an_answer_without_metadata_says_none_as_the_reference_does() -> None:
     reference = types.AgentChatResponse(response="x")
     ours = AgentChatResponse(response="x")
     assert (ours.metadata, ours.sources) == (reference.metadata, reference.sources) == (None, [])
+
+
+def test_shared_keys_gives_up_past_its_layout_budget() -> None:
+    import nbagent._dicts as dicts
+
+    fresh_layouts = [{f"key {i} {j}": j for j in range(3)} for i in range(dicts._MAX_LAYOUTS + 5)]
+    results = [shared_keys(d) for d in fresh_layouts]
+    assert results == fresh_layouts  # same items either way
+    assert len(dicts._layouts) <= dicts._MAX_LAYOUTS
+    assert results[-1] is fresh_layouts[-1]  # past the budget: the dict as it is
