@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any
 from nbagent import events as _ev
 from nbagent import ids as _ids
 from nbagent.memory import ChatMemoryBuffer, count_tokens
-from nbagent.runner.snapshot import AppendLog
+from nbagent.runner.snapshot import AppendLog, _Saved
 from nbagent.runner.state import TaskState
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.codec import (
@@ -500,6 +500,18 @@ class _StoreEncoder(_Encoder):
             return found[0]
         if t is ChatMemoryBuffer or t is AppendLog:
             return self.w.container(v)
+        if t is tuple and len(v) == 3 and type(v[2]) is int:
+            # a memory's snapshot (its message list, its counts, how many): {"$c": k, "t": n}
+            refs = self.w.refs
+            m, c = refs.get(id(v[0])), refs.get(id(v[1]))
+            if m is not None and c is not None and m[1] is v[0] and c[1] is v[1] and m[2] == c[2] \
+                    and m[0].get("p") == "m" and c[0].get("p") == "c":
+                self.w.touched.add(m[2])
+                return {"$c": m[2], "t": v[2]}
+        elif t is _Saved and not v.is_copy and type(v.value) in (ChatMemoryBuffer, AppendLog):
+            # a memory's or log's own snapshot: {"$c": k, "s": its token}
+            ref = self.w.container(v.value)
+            return {"$c": ref["$c"], "s": self.value(v.token, path)}
         return _Encoder.value(self, v, path)
 
     def root(self, v: Any, path: Path_) -> Any:
@@ -1256,6 +1268,12 @@ class _StoreDecoder(_Decoder):
         if type(d) is dict:
             if "$c" in d:
                 c = self._object(d["$c"], where)
+                if "t" in d:  # a memory's snapshot
+                    if type(c) is not ChatMemoryBuffer or type(d["t"]) is not int:
+                        raise self.fail(where, f"object {d['$c']} is not a memory, or {d['t']!r} not a length")
+                    return (c._messages, c._counts, d["t"])
+                if "s" in d:  # a memory's or log's own snapshot
+                    return _Saved(c, self.value(d["s"], where), False)
                 part = d.get("p")
                 if part is None:
                     return c

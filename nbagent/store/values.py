@@ -301,7 +301,7 @@ class _Encoder:
         data: dict[str, Any] = {}
         fields = v.__dict__
         encode = self.value
-        for name, attr, default, info, enum_type in plan[1]:
+        for name, attr, default, empty, info, enum_type in plan[1]:
             value = fields.get(name, None)
             if value is None:
                 if default is None:
@@ -309,16 +309,24 @@ class _Encoder:
                 data[name] = None
                 continue
             tv = type(value)
-            if tv is str and len(value) < SHARED_STR_CHARS:
-                data[name] = value
-                continue
-            if value is False:
+            if tv is str:
+                if len(value) < SHARED_STR_CHARS:
+                    data[name] = value
+                    continue
+            elif value is False:
                 if default is False:
                     continue
-            elif type(value) in (list, dict, tuple) and not value and _is_plain_default(value, info):
+            elif tv is empty:
+                if not value:
+                    continue
+            elif tv in (list, dict, tuple) and not value and _is_plain_default(value, info):
                 continue
-            if enum_type is not None and tv is enum_type:
-                data[name] = encode(value.value, (path, attr))  # validation restores it
+            if tv is enum_type:
+                raw = value._value_  # validation restores the member
+                if type(raw) is str and len(raw) < SHARED_STR_CHARS:
+                    data[name] = raw
+                else:
+                    data[name] = encode(raw, (path, attr))
             else:
                 data[name] = encode(value, (path, attr))
         extra = v.model_extra
@@ -391,18 +399,27 @@ def _handler_for(t: type) -> Callable[[_Encoder, Any, Path_], Any]:
 
 # per model class: its reference when always allowed (nbagent's own; a class registered with
 # allow_type is checked every time: the registry may change), and per field what
-# ``_Encoder._model`` needs: (name, ".name", default, FieldInfo, the Enum class it is annotated with)
-_MODEL_PLANS: dict[type, tuple[str | None, tuple[tuple[str, str, Any, Any, Any], ...]]] = {}
+# ``_Encoder._model`` needs: (name, ".name", default, the type whose empty value is the default
+# (list/dict/tuple) or None, FieldInfo, the Enum class it is annotated with or None)
+_Plan = tuple[str | None, tuple[tuple[str, str, Any, Any, Any, Any], ...]]
+_MODEL_PLANS: dict[type, _Plan] = {}
 _FACTORY_TYPES: dict[Any, type] = {}  # default_factory -> the type it makes (called once)
 
 
-def _model_plan(cls: type) -> tuple[str | None, tuple[tuple[str, str, Any, Any, Any], ...]]:
+def _model_plan(cls: type) -> _Plan:
     ref = _ref_of(cls)
     fields = []
     for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
         ann = info.annotation
         enum_type = ann if isinstance(ann, type) and issubclass(ann, enum.Enum) else None
-        fields.append((name, f".{name}", info.default, info, enum_type))
+        factory = info.default_factory
+        if factory in (list, dict, tuple):
+            empty = factory
+        elif factory is None and type(info.default) in (list, dict, tuple) and not info.default:
+            empty = type(info.default)
+        else:
+            empty = None  # (any other factory: _is_plain_default asks it)
+        fields.append((name, f".{name}", info.default, empty, info, enum_type))
     plan = (ref if _is_nbagent(ref) and "<locals>" not in ref else None, tuple(fields))
     _MODEL_PLANS[cls] = plan
     return plan
