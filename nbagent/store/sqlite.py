@@ -287,7 +287,7 @@ class RunStore:
         ``key`` and ``tag`` for ``tasks``/``task`` to find; one transaction."""
         state = runner.state_of(task)
         writer = self._writer(runner)
-        writer.ops.clear()
+        writer.begin()
         try:
             with self._tx():
                 writer.write_header()
@@ -598,15 +598,21 @@ class _Writer:
         self.touched: set[int] = set()
         self.dirty_dicts: dict[int, dict[str, Any]] = {}
         self.dict_text: dict[int, str] = {}  # what each dict's row holds now
+        self.synced: set[int] = set()  # containers written in this transaction (nothing changes meanwhile)
         self.next_k = 0
         self.counter = 0
         self.header = ""
         self.seq = 0
 
+    def begin(self) -> None:
+        """Before a transaction's changes: nothing buffered, no container written yet."""
+        self.ops.clear()
+        self.synced.clear()
+
     # ----- whole runs -------------------------------------------------------------------
     def rewrite(self) -> None:
         """Write the whole runner again, dropping what the store held of this run."""
-        self.ops.clear()
+        self.begin()
         try:
             with self.store._tx():
                 self._delete_run()
@@ -714,7 +720,7 @@ class _Writer:
         if t is ev.StepStarted or t is ev.TokenStreamed or not isinstance(event, ev.Event):
             return
         if not self.broken:
-            self.ops.clear()
+            self.begin()
             try:
                 with self.store._tx():
                     self._apply(event, ev)
@@ -788,12 +794,14 @@ class _Writer:
         return {"$d": k}
 
     def _sync_containers(self) -> None:
+        synced = self.synced
         while self.touched:
-            ks = sorted(self.touched)
+            ks = sorted(self.touched - synced) if len(self.touched) > 1 else [k for k in self.touched if k not in synced]
             self.touched.clear()
             for k in ks:
                 c = self.containers.get(k)
                 if c is not None:
+                    synced.add(k)
                     self._sync_container(c)
 
     def _sync_container(self, c: _Container) -> None:
@@ -945,7 +953,11 @@ class _Writer:
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
-            self._op(f'["u",{seq},{n},{_dumps(fresh[n])}', _dumps(enc.done(rec)))
+            cpos, done, upos = fresh[n]  # ints or None
+            self._op(
+                f'["u",{seq},{n},[{"null" if cpos is None else int(cpos)},{int(done)},{"null" if upos is None else int(upos)}]',
+                _dumps(enc.done(rec)),
+            )
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
