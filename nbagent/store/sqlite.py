@@ -555,6 +555,7 @@ class _Mirror:
         self.history: list[Any] = []
         self.failures: list[Any] = []
         self.order: dict[str, int] = {}  # step id -> its place among the task's step rows
+        self.row = False  # whether the task's row in ``tasks`` was written
         self.fixed: Any = None  # what the task row's fixed part was written from
         self.fixed_text = ""  # and that part's JSON (without its closing brace)
 
@@ -992,13 +993,21 @@ class _Writer:
         })[1:]
         self._sync_containers()
         response = getattr(state.final_response, "response", None)
-        db.execute(
-            "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
-            "status=excluded.status, response=excluded.response, steps=excluded.steps, "
-            "updated=excluded.updated, head=excluded.head",
-            (run, tid, m.seq, status, task.input, response if isinstance(response, str) else None,
-             len(state.completed_steps), time.time(), head),
-        )
+        if not isinstance(response, str):
+            response = None
+        if m.row:  # the row is there (this mirror wrote it): update it in place
+            db.execute(
+                "UPDATE tasks SET status=?, response=?, steps=?, updated=?, head=? WHERE run_id=? AND task_id=?",
+                (status, response, len(state.completed_steps), time.time(), head, run, tid),
+            )
+        else:
+            db.execute(
+                "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
+                "status=excluded.status, response=excluded.response, steps=excluded.steps, "
+                "updated=excluded.updated, head=excluded.head",
+                (run, tid, m.seq, status, task.input, response, len(state.completed_steps), time.time(), head),
+            )
+            m.row = True
 
     def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
         """Which outputs are completed (in order), done (by step) and undone (in order).
