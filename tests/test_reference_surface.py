@@ -33,7 +33,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIT = ROOT / "docs" / "reference-audit.md"
-HEADER = ["#", "item", "kind", "reference", "nbagent", "status", "why", "test"]
+HEADER = ["#", "item", "kind", "signature on the reference", "reference", "nbagent", "status", "why", "test"]
 KINDS = {"class", "method", "async", "classmethod", "staticmethod", "property", "field", "param", "guide"}
 STATUSES = {"same", "superset", "different", "n/a"}
 
@@ -117,6 +117,7 @@ class Row:
     num: str
     item: str
     kind: str
+    signature: str
     reference: str
     nbagent: str
     status: str
@@ -148,7 +149,7 @@ def load_rows(path: Path = AUDIT) -> list[Row]:
             continue
         if not in_table or set(cells[0]) <= {"-", " ", ":"}:
             continue
-        assert len(cells) == len(HEADER), f"audit row has {len(cells)} cells, not 8: {line}"
+        assert len(cells) == len(HEADER), f"audit row has {len(cells)} cells, not {len(HEADER)}: {line}"
         rows.append(Row(*cells))
     return rows
 
@@ -374,6 +375,49 @@ def compare(row: Row) -> tuple[dict[str, str], list[str]]:
     return compare_params(call_signature(ref_owner, ref_raw), call_signature(nb_owner, nb_raw))
 
 
+def _param_text(p: inspect.Parameter) -> str:
+    if p.kind is p.VAR_KEYWORD:
+        return "**" + p.name
+    if p.kind is p.VAR_POSITIONAL:
+        return "*" + p.name
+    if p.default is p.empty:
+        return p.name
+    value = getattr(p.default, "value", p.default)
+    simple = isinstance(value, (str, int, float, bool, type(None)))
+    return f"{p.name}={value!r}" if simple else f"{p.name}=…"
+
+
+def reference_signature(row: Row) -> str:
+    """The audit's "signature on the reference" cell, rendered from the installed reference."""
+    if row.kind == "guide":
+        return "-"
+    if row.kind == "field":
+        cls = resolve(row.reference.rsplit(".", 1)[0])[1]
+        how, value = _field_default(cls.model_fields[row.reference.rsplit(".", 1)[1]])
+        if how == "required":
+            return "required"
+        if how == "factory":
+            return "default_factory"
+        return f"default {value!r}"
+    owner, raw, _ = resolve(row.reference)
+    if row.kind == "class":
+        return "bases: " + ", ".join(b.__name__ for b in raw.__bases__)
+    if row.kind == "property":
+        return "property"
+    sig = call_signature(owner, raw)
+    if row.kind == "param":
+        return _param_text(sig.parameters[row.param])
+    parts = []
+    star = False
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        star = star or p.kind is p.VAR_POSITIONAL
+        parts.append(_param_text(p))
+    return "(" + ", ".join(parts) + ")"
+
+
 def computed_status(problems: dict[str, str], extras: list[str]) -> str:
     if problems:
         return "different"
@@ -460,6 +504,16 @@ def test_item_matches_the_reference(row: Row) -> None:
         f"{row.item}: the audit says {row.status!r}, it is {status!r} "
         f"(differences {problems}, additions {extras}); update docs/reference-audit.md"
     )
+
+
+def test_the_signature_column_is_the_references() -> None:
+    _import_reference()
+    wrong = [
+        f"{r.item}: {r.signature!r}, the reference has {reference_signature(r)!r}"
+        for r in ROWS
+        if r.signature != reference_signature(r)
+    ]
+    assert not wrong, "signatures in the audit that are not the reference's:\n" + "\n".join(wrong)
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.kind == "guide" or r.status == "n/a"], ids=lambda r: r.item)
