@@ -458,8 +458,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             ),
             None,
         )
-        if direct is not None:
-            task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=direct.content))
+        if direct is not None:  # the tool's reply is the answer (memory ends with it, as on the reference)
             answer = AgentChatResponse(
                 response=direct.content,
                 sources=list(outputs),

@@ -408,3 +408,31 @@ def test_two_tool_calls_in_one_reply() -> None:
             outcome.append(("raised", str(err)))
     assert outcome[0] == ("raised", "Parallel tool calls not supported for synchronous function calling agent")
     assert outcome[1] == ("answered", ["multiply"])
+
+
+def lookup(city: str) -> str:
+    """Look up the weather."""
+    return f"sunny in {city}"
+
+
+def test_return_direct_tool_as_on_reference() -> None:
+    seen = []
+    for api in both():
+        tools = [api.FunctionTool.from_defaults(fn=lookup, return_direct=True)]
+        fc_llm = api.llm([tool_call("lookup", city="Paris"), "unused"])
+        fc = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools(tools, llm=fc_llm))
+        fc_answer = str(fc.chat("weather?"))
+        react_llm = api.llm(['Thought: t\nAction: lookup\nAction Input: {"city": "Paris"}', "unused"], function_calling=False)
+        react = api.AgentRunner(api.ReActAgentWorker.from_tools(tools, llm=react_llm))
+        task = react.create_task("weather?")
+        last = react.run_step(task.task_id).is_last
+        react_answer = str(react.finalize_response(task.task_id))
+        seen.append(
+            {
+                "fc": (fc_answer, _messages(fc.chat_history), len(api.requests(fc_llm))),
+                "react": (react_answer, last, _messages(react.chat_history), len(api.requests(react_llm))),
+                "reasoning": [type(r).__name__ for r in task.extra_state["current_reasoning"]],
+            }
+        )
+    assert seen[1] == seen[0]
+    assert seen[0]["fc"][0] == "sunny in Paris" and seen[0]["reasoning"] == ["ActionReasoningStep", "ObservationReasoningStep"]

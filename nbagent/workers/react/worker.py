@@ -343,7 +343,7 @@ class ReActAgentWorker(BaseAgentWorker):
         tool = by_name.get(out.tool_name)
         if tool is not None and tool.return_direct and not out.is_error:
             answer = ResponseReasoningStep(thought=thought, response=out.content)
-            return self._answer(answer, step, task, tool_outputs=[out])
+            return self._answer(answer, step, task, tool_outputs=[out], record=False)
         return TaskStepOutput(
             # as the reference: the last reasoning step's text, and every source so far
             output=AgentChatResponse(
@@ -387,9 +387,15 @@ class ReActAgentWorker(BaseAgentWorker):
         return out
 
     def _answer(
-        self, answer: ResponseReasoningStep, step: TaskStep, task: Task, tool_outputs: list[ToolOutput]
+        self,
+        answer: ResponseReasoningStep,
+        step: TaskStep,
+        task: Task,
+        tool_outputs: list[ToolOutput],
+        record: bool = True,
     ) -> TaskStepOutput:
-        self._record(task, answer)
+        if record:  # a return_direct answer is the observation itself: the reference records no more
+            self._record(task, answer)
         task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer.response))
         return TaskStepOutput(
             output=AgentChatResponse(response=answer.response, sources=list(task.extra_state["sources"])),
