@@ -43,14 +43,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "Task.callback_manager": {
         "field": "callback_manager= is accepted and has no effect (warns; subscribe is the way)",
     },
-    "BaseAgent.query": {
-        "str_or_query_bundle": "nbagent's parameter is named query (a str; there are no query bundles)",
-        "query": "nbagent's parameter is named query (a str; there are no query bundles)",
-    },
-    "BaseAgent.aquery": {
-        "str_or_query_bundle": "nbagent's parameter is named query (a str; there are no query bundles)",
-        "query": "nbagent's parameter is named query (a str; there are no query bundles)",
-    },
     "AgentState": {
         "pydantic": "a live view over the runner's TaskState objects, not a pydantic copy that could drift",
     },
@@ -531,6 +523,26 @@ def test_item_without_a_reference_object_exists_in_nbagent(row: Row) -> None:
 def _multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
+
+
+def test_query_takes_the_references_query_bundle_as_well_as_a_string() -> None:
+    """Code written for the reference passes a QueryBundle, by position or by its name."""
+    import asyncio
+
+    from nbagent import AgentRunner
+    from tests.helpers import CountingWorker
+
+    _import_reference()
+    from llama_index.core.schema import QueryBundle
+
+    runner = AgentRunner(CountingWorker(target=1))
+    by_text = str(runner.query("how many?"))
+    assert str(runner.query(QueryBundle(query_str="how many?"))) == by_text
+    assert str(runner.query(str_or_query_bundle=QueryBundle("how many?"))) == by_text
+    assert str(asyncio.run(runner.aquery(QueryBundle("how many?")))) == by_text
+    assert runner.chat_history == []  # a query leaves no conversation behind
+    with pytest.raises(TypeError, match="a string or a query bundle with a query_str string, got int"):
+        runner.query(42)
 
 
 def test_base_agent_is_the_runners_base_and_its_streaming_is_optional() -> None:

@@ -84,6 +84,20 @@ def _busy(state: TaskState) -> str:
     )
 
 
+
+def query_text(str_or_query_bundle: object) -> str:
+    """The question in a ``query`` call: a string, or a reference QueryBundle's ``query_str``."""
+    if isinstance(str_or_query_bundle, str):
+        return str_or_query_bundle
+    text = getattr(str_or_query_bundle, "query_str", None)
+    if isinstance(text, str):
+        return text
+    raise TypeError(
+        f"query() takes a string or a query bundle with a query_str string, "
+        f"got {type(str_or_query_bundle).__name__}"
+    )
+
+
 class BaseAgent(PromptMixin, ABC):
     """The reference's ``BaseAgent``: a chat engine that also answers one-off queries.
 
@@ -121,13 +135,13 @@ class BaseAgent(PromptMixin, ABC):
     ) -> StreamingAgentChatResponse:
         raise NotImplementedError("astream_chat not implemented")
 
-    def query(self, query: str) -> AgentChatResponse:
-        """Answer ``query`` with no conversation history (the reference's query engine side)."""
-        return self.chat(query, chat_history=[])
+    def query(self, str_or_query_bundle: str | Any) -> AgentChatResponse:
+        """Answer a question with no conversation history (the reference's query engine side)."""
+        return self.chat(query_text(str_or_query_bundle), chat_history=[])
 
-    async def aquery(self, query: str) -> AgentChatResponse:
+    async def aquery(self, str_or_query_bundle: str | Any) -> AgentChatResponse:
         """Async ``query``."""
-        return await self.achat(query, chat_history=[])
+        return await self.achat(query_text(str_or_query_bundle), chat_history=[])
 
 
 class AgentRunner(BaseAgent):
@@ -862,8 +876,12 @@ class AgentRunner(BaseAgent):
         """Run a task; the answer comes back as a stream of tokens."""
         return _sync.run_sync(self.astream_chat(message, chat_history, tool_choice))
 
-    async def aquery(self, query: str) -> AgentChatResponse:
-        """Answer one question with no conversation history; memory is left as it was."""
+    async def aquery(self, str_or_query_bundle: str | Any) -> AgentChatResponse:
+        """Answer one question with no conversation history; memory is left as it was.
+
+        Takes a string or, as on the reference, a query bundle (anything with ``query_str``).
+        """
+        query = query_text(str_or_query_bundle)
         saved = self.memory
         self.memory = ChatMemoryBuffer(token_limit=saved.token_limit, tokenizer_fn=saved.tokenizer_fn)
         try:
@@ -871,9 +889,9 @@ class AgentRunner(BaseAgent):
         finally:
             self.memory = saved
 
-    def query(self, query: str) -> AgentChatResponse:
+    def query(self, str_or_query_bundle: str | Any) -> AgentChatResponse:
         """Answer one question with no conversation history; memory is left as it was."""
-        return _sync.run_sync(self.aquery(query))
+        return _sync.run_sync(self.aquery(str_or_query_bundle))
 
     def reset(self) -> None:
         """Forget the conversation and every task; MCP tools' sessions close (they reopen lazily)."""
