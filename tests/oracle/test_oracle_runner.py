@@ -436,3 +436,16 @@ def test_return_direct_tool_as_on_reference() -> None:
         )
     assert seen[1] == seen[0]
     assert seen[0]["fc"][0] == "sunny in Paris" and seen[0]["reasoning"] == ["ActionReasoningStep", "ObservationReasoningStep"]
+
+
+def test_chat_history_argument_and_memory_as_on_reference() -> None:
+    seen = []
+    for api in both():
+        llm = api.llm(["Hi Ada.", "Your name is Ada."])
+        agent = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools(_tools(api), llm=llm))
+        history = [api.ChatMessage(role="user", content="I am Ada."), api.ChatMessage(role="assistant", content="Noted.")]
+        first = str(agent.chat("Hello", chat_history=history))
+        second = str(asyncio.run(agent.achat("What is my name?")))
+        seen.append((first, second, [_messages(m) for m in api.requests(llm)], _messages(agent.chat_history)))
+    assert seen[1] == seen[0]
+    assert seen[0][2][1][:3] == [("user", "I am Ada."), ("assistant", "Noted."), ("user", "Hello")]

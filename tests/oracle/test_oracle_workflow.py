@@ -322,3 +322,22 @@ def test_workflow_agents_are_pydantic_models_as_on_reference(kind: str) -> None:
     # the page's fields are there on both (0.12.52 adds a few more, see docs/reference-audit.md)
     page = {"name", "description", "system_prompt", "tools", "llm", "can_handoff_to", "tool_retriever"}
     assert page <= ref_keys and page <= nb_keys
+
+
+def test_react_agent_memory_carries_its_reasoning_to_the_next_run() -> None:
+    seen = []
+    for api in both():
+        agent, llm = _agent(api, "ReActAgent", [*REACT_RUN, "Thought: recall\nAnswer: It was 3."])
+
+        async def go(agent: Any = agent, api: Any = api) -> tuple[str, str]:
+            ctx = api.Context(agent)
+            first = await agent.run(user_msg="What is 1+2?", ctx=ctx)
+            second = await agent.run(user_msg="And again?", ctx=ctx)
+            return str(first), str(second)
+
+        answers = asyncio.run(go())
+        third = [(m.role.value, m.content) for m in api.requests(llm)[2] if m.role.value != "system"]
+        seen.append((answers, third))
+    ref, nb = seen
+    assert _pythonish(nb) == ref  # (the action input: JSON on nbagent, see above)
+    assert ref[1][1][1].endswith("Observation: 3\nThought: done\nAnswer: It is 3.")
