@@ -225,8 +225,8 @@ class Runner:
         moment sees the step either interrupted (it will run again) or fully handled."""
         assert item.exec_id is not None
         _CURRENT.set(Execution(self.ctx, item.step, item.exec_id))
-        if self.workflow.verbose:
-            print(f"Running step {item.step} on {type(item.event).__name__}")
+        if self.workflow.verbose:  # the reference's words
+            print(f"Running step {item.step}")
         try:
             result = await spec.invoke(self.workflow, self.ctx, item.event)
         except Exception as err:
@@ -241,15 +241,17 @@ class Runner:
         try:
             events = self._as_events(item.step, result)
             self.ctx._execution_done(item.exec_id)
+            if self.workflow.verbose and not events:
+                print(f"Step {item.step} produced no event")
             stop: StopEvent | None = None
             for event in events:
+                if self.workflow.verbose:
+                    print(f"Step {item.step} produced event {type(event).__name__}")
                 if isinstance(event, StopEvent):
                     stop = event
                     self.note_produced(event)
                     break
                 self.ctx._dispatch(event)
-                if self.workflow.verbose:
-                    print(f"Step {item.step} produced {type(event).__name__}")
             if self.checkpoint_callback is not None and not self.finished:
                 table = self.produced or {}
                 produced = list(table.get(item.exec_id, []) if self.stepwise else table.pop(item.exec_id, []))

@@ -5,6 +5,8 @@ their event streams, results and the texts the model and the user read, on llama
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import re
 from types import SimpleNamespace
 from typing import Any
@@ -341,3 +343,17 @@ def test_react_agent_memory_carries_its_reasoning_to_the_next_run() -> None:
     ref, nb = seen
     assert _pythonish(nb) == ref  # (the action input: JSON on nbagent, see above)
     assert ref[1][1][1].endswith("Observation: 3\nThought: done\nAnswer: It is 3.")
+
+
+def test_verbose_workflow_prints_the_same_text_as_reference() -> None:
+    printed = []
+    for api in both():
+        a, _ = _agent(api, "FunctionAgent", FC_RUN)
+        wf = api.AgentWorkflow(agents=[a], verbose=True)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _run(lambda wf=wf: wf.run(user_msg="1+2?"))
+        printed.append(out.getvalue())
+    assert printed[1] == printed[0]
+    assert "Step parse_agent_output produced no event\n" in printed[0]
+    assert printed[0].endswith("Step parse_agent_output produced event StopEvent\n")
