@@ -162,6 +162,7 @@ def test_after_an_undo_and_a_failure_each_step_draws_only_what_changed(monkeypat
         assert live.render() == task_to_dot(state)
         per_step.append(calls[0] - before)
     assert live.full_renders == 0 and live.restarts == 1  # once, when the task grew past collapse_after
+    assert live.appends >= 110  # the steps after the undo and the failure take the short path again
     assert max(per_step) <= 4, per_step
     assert len(state.steps) - live.s <= 4 + 1  # only the last keep_ends steps and the queued one move
 

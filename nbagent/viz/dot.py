@@ -8,6 +8,7 @@ state gives the same text.
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -276,6 +277,18 @@ _ATTRS = {
     for st in StepStatus
 }
 _ANSWER_ATTRS = {**_ATTRS[StepStatus.DONE], "peripheries": "2"}
+_CONST_ATTRS: dict[int, tuple[dict[str, str], str]] = {}  # filled below, once _attr_list exists
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_str(step_id: str) -> str:
+    return short_id(step_id)
+
+
+def _short(step_id: Any) -> str:
+    """``short_id``, remembered for the ids drawn again and again (a step's id is drawn
+    while it is queued, when it is done, and at the ends of a collapsed run)."""
+    return _short_str(step_id) if type(step_id) is str else short_id(step_id)
 _S_DONE, _S_UNDONE, _S_FAILED, _S_HELD = StepStatus.DONE, StepStatus.UNDONE, StepStatus.FAILED, StepStatus.HELD
 
 
@@ -297,7 +310,7 @@ def _step_node(
         head = f"#{number} {_VALUE[status]} · answer"
     else:
         head = f"#{number} {_VALUE[status]}"
-    lines: list[tuple[str, str]] = [(f"{head} · {short_id(sid)}", "head")]
+    lines: list[tuple[str, str]] = [(f"{head} · {_short(sid)}", "head")]
     if step is not None and step.input is not None:
         lines.append((f"in: {preview(step.input, limit)}", "text"))
     if status is _S_HELD:
@@ -324,6 +337,45 @@ def _step_node(
         else:
             lines.append((f"undone{times} (dashed), to run again", "muted"))
     return _Node(name="", attrs=_ANSWER_ATTRS if is_answer else _ATTRS[status], label=lines)  # shared: read only
+
+
+_BR = '<BR ALIGN="LEFT"/>'
+_PLAIN = (StepStatus.QUEUED, StepStatus.BLOCKED, StepStatus.RUNNING, StepStatus.DONE)
+
+
+def _plain_step_line(name: str, number: int, sid: str, step: TaskStep | None, status: StepStatus,
+                     out: TaskStepOutput | None, limit: int, wrap: int) -> str | None:
+    """``_node_line(_step_node(...))`` of the most common step, in one go (the live graph draws
+    one or two per step): queued, blocked, running, or done with a plain output, without
+    approvals, failures, undo runs, tools or thought, every line within ``wrap``. None for
+    any other step (the caller checks failures and undo runs)."""
+    if step is None or status not in _PLAIN or APPROVAL_KEY in step.step_state:
+        return None
+    if status is _S_DONE and (out is None or out.is_last or out.reasoning or out.tool_outputs):
+        return None
+    esc = html.escape
+    head = f"#{number} {_VALUE[status]} · {_short(sid)}"
+    if len(head) > wrap:
+        return None
+    parts = [f"<B>{esc(head)}</B>{_BR}"]
+    if step.input is not None:
+        text = f"in: {preview(step.input, limit)}"
+        if len(text) > wrap:
+            return None
+        parts.append(esc(text) + _BR)
+    if status is _S_DONE:
+        text = output_text(out.output)  # type: ignore[union-attr]
+        if text:
+            text = f"out: {preview(text, limit)}"
+            if len(text) > wrap:
+                return None
+            parts.append(esc(text) + _BR)
+        metrics = _metrics(out)  # type: ignore[arg-type]
+        if metrics:
+            if len(metrics) > wrap:
+                return None
+            parts.append(f"<I>{esc(metrics)}</I>{_BR}")
+    return f"  {name} [label=<{''.join(parts)}>, {_CONST_ATTRS[id(_ATTRS[status])][1]}];"
 
 
 def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int) -> _Node:
@@ -367,10 +419,26 @@ def _label_piece(text: str, kind: str, wrap: int) -> str:
 
 
 def _render_label(lines: list[tuple[str, str]], wrap: int) -> str:
-    return "<" + "".join([_label_piece(text, kind, wrap) for text, kind in lines]) + ">"
+    parts = ["<"]
+    for text, kind in lines:
+        if text and len(text) <= wrap:  # _label_piece's common case, inline
+            parts.append(_PIECE.get(kind, _PIECE["text"]).format(html.escape(text, quote=True)))
+        else:
+            parts.append(_label_piece(text, kind, wrap))
+    parts.append(">")
+    return "".join(parts)
+
+
+_PIECE = {
+    "head": '<B>{}</B><BR ALIGN="LEFT"/>',
+    "error": '<FONT COLOR="' + _ERROR_COLOR + '">{}</FONT><BR ALIGN="LEFT"/>',
+    "muted": '<I>{}</I><BR ALIGN="LEFT"/>',
+    "text": '{}<BR ALIGN="LEFT"/>',
+}
 
 
 def _attr_list(attrs: dict[str, str]) -> str:
+    """The attributes of a node, after its label."""
     # Values are our own constants (colours, styles, numbers), quoted for DOT; labels are <...>.
     items = []
     for key, value in attrs.items():
@@ -654,10 +722,15 @@ _ATTR_TEXT: dict[tuple[tuple[str, str], ...], str] = {}  # our own constants: a 
 
 
 def _node_line(node: _Node, wrap: int) -> str:
-    key = tuple(node.attrs.items())
-    rest = _ATTR_TEXT.get(key)
-    if rest is None:
-        rest = _ATTR_TEXT[key] = _attr_list(node.attrs)
+    attrs = node.attrs
+    const = _CONST_ATTRS.get(id(attrs))
+    if const is not None and const[0] is attrs:  # a status's own attributes
+        rest = const[1]
+    else:
+        key = tuple(attrs.items())
+        rest = _ATTR_TEXT.get(key)
+        if rest is None:
+            rest = _ATTR_TEXT[key] = _attr_list(attrs)
     return f"  {node.name} [label={_render_label(node.label, wrap)}, {rest}];"
 
 
@@ -707,3 +780,7 @@ def _summary_from(statuses: dict[str, StepStatus]) -> dict[str, int]:
     for st in statuses.values():
         counts[st.value] += 1
     return counts
+
+
+for _attrs in (*_ATTRS.values(), _ANSWER_ATTRS):
+    _CONST_ATTRS[id(_attrs)] = (_attrs, _attr_list(_attrs))

@@ -3,38 +3,39 @@
 ``task_to_dot`` walks every step: about 10 ms at 2,000 steps, paid at every redraw. A
 ``LiveDot`` gives exactly the same text, but keeps what can no longer change:
 
-- the *settled prefix*: the steps, in registry order, that are done (or undone) for good
-  and are drawn the same whatever comes next: their node lines, names, numbers and
-  statuses, kept with a checkpoint per step so that an undo, a failure or a new link that
-  reaches back into them rolls the prefix back to that step only (not to zero);
-- the collapsed run still growing at its end (running sums of its latency and tokens), and
-  every closed run as one finished node line;
-- the edge lines of the sources whose edges all end in settled steps;
+- the *settled* steps, in registry order: done (or undone) for good, with their node line,
+  name, number, status and links, and a checkpoint each, so that an undo, a failure or a
+  new link that reaches back into them unsettles from that step on only (not from zero);
+- among them the *decided* ones, no longer among the last ``keep_ends``: closed units
+  (their node lines), or members of the collapsed run still growing at the end (running
+  sums of its latency and tokens);
+- the edge lines of the sources whose edges all end in decided steps;
 - the node text of every other step, cached by what its drawing shows.
 
-Each redraw then reads what the runner changed since the last one (new steps, new failures,
-undone runs and edges), rolls back if that touched settled steps, settles what became final,
-and draws only the steps after the prefix (the last ``keep_ends`` and anything still
-queued, running or failed) plus the undo section. The prefix stops at a step that is still
-open (held, blocked, failed...), so while a step early in the task stays open the redraws
-cost more, and are still exact.
+A redraw reads what the runner changed since the last one (new steps, failures, undone
+runs, edges and ids, completed and running steps, the links of the steps after the
+prefix), rolls back what that touched, settles and decides what became final, and draws
+the steps after the prefix and the undo section. The common redraw (the step after the
+prefix ran and queued one new step) takes a short path that skips the reading. The prefix
+stops at a step that is still open (held, blocked, failed...): while a step early in the
+task stays open, redraws cost more, and stay exact.
 
 What it sees: the task's registry, links, outputs, failures and undo lists, which every
-runner operation goes through. A state it cannot follow (links to steps missing from the
-registry, one-sided links, a self-link) is drawn by ``task_to_dot`` itself. Node text
-depends on the step and its output only; a price set later (``nbagent.costs``) shows on
-settled steps after ``LiveGraph.redraw()``.
+runner operation goes through (a link changed by hand on a settled step is not seen). A
+link to a step missing from the registry is drawn by ``task_to_dot`` itself
+(``full_renders``). Node text depends on the step and its output only: a price set later
+(``nbagent.costs``) shows on settled steps after ``LiveGraph.redraw()``.
 """
 
 from __future__ import annotations
 
+import html
 from bisect import bisect_left
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from nbagent.approval import APPROVAL_KEY
 from nbagent.runner.state import StepStatus
-from nbagent.viz.escape import short_id
 from nbagent.viz.dot import (
     STATUS_ORDER,
     _chain_metrics,
@@ -43,7 +44,10 @@ from nbagent.viz.dot import (
     _header_from,
     _label_piece,
     _legend_lines,
+    _BR,
     _node_line,
+    _short,
+    _plain_step_line,
     _status,
     _step_node,
     _title_top,
@@ -131,6 +135,7 @@ class LiveDot:
         self.full_renders = 0  # redraws drawn by task_to_dot (odd states), for tests and benchmarks
         self.restarts = 0  # times the settled prefix was rebuilt from the first step
         self.rollbacks = 0  # times a change reached back into the settled prefix
+        self.appends = 0  # redraws that only took in one more step of a chain (the common one)
         self._lines: dict[str, tuple[tuple[Any, ...], Any, str]] = {}  # sid -> (key, output, line)
         self._ghosts: dict[int, tuple[tuple[Any, ...], Any, str]] = {}
         self._top: tuple[tuple[Any, ...], str] | None = None
@@ -216,11 +221,118 @@ class LiveDot:
             return task_to_dot(self.state, **self.opts)
 
     def _render(self) -> str:
+        text = self._append()
+        if text is not None:
+            return text
         self._read_changes()
         undone = _Undone(self.state) if self.state.undone_edges else _NO_UNDONE
         self._edges()
         self._settle(undone)
         return self._text(undone)
+
+    def _append(self) -> str | None:
+        """The common redraw, in a few microseconds of bookkeeping: since the last one, the
+        one step after the prefix ran and queued one new step, and nothing else changed (no
+        failure, undo, running step, other link). None (nothing changed here) otherwise;
+        the general path then reads the changes."""
+        state, order, pos, info = self.state, self.order, self.pos, self.info
+        steps = state.steps
+        n0 = len(order)
+        s = self.s
+        if (s != n0 - 1 or len(steps) != n0 + 1 or state.running or len(state.failures) != self.n_failures
+                or len(state.undone_outputs) != self.n_undone_outs or len(state.undone_edges) != self.n_undone_edges
+                or state.undone_ids != self.undone_ids):
+            return None
+        done, seen = state.completed_steps, self.completed
+        if len(done) != len(seen) + 1 or (seen and done[-2] is not seen[-1]):
+            return None
+        last = order[-1]
+        new = next(reversed(steps))
+        if done[-1].task_step.step_id != last or new in pos:
+            return None
+        step, nxt = steps[last], steps[new]
+        if list(step.next_steps) != [new] or list(nxt.prev_steps) != [last] or nxt.next_steps:
+            return None
+        prev = self._ins.get(s, ())
+        if len(step.prev_steps) != len(prev) or any(pos.get(p, s) >= s or last not in info[p].next
+                                                    for p in step.prev_steps):
+            return None
+        collapse_after = self.opts["collapse_after"]
+        if (collapse_after is not None and n0 + 1 > collapse_after) != self.collapsing:
+            return None
+        # take the new step in, as _read_changes and _edges would
+        self.appends += 1
+        pos[new] = n0
+        order.append(new)
+        seen.append(done[-1])
+        e = self.e
+        live = [edge for edge in self._live if edge[0] >= e]
+        live.append((s, n0))
+        outs: dict[int, list[int]] = {}
+        ins: dict[int, list[int]] = {}
+        for a, b in live:
+            outs.setdefault(a, []).append(b)
+            ins.setdefault(b, []).append(a)
+        self._live, self._outs, self._ins = live, outs, ins
+        undone = _Undone(state) if state.undone_edges else _NO_UNDONE
+        self._settle(undone)
+        n, s, d = n0 + 1, self.s, self.d
+        keep_ends = self.opts["keep_ends"]
+        if (s != n0 or (self.collapsing and max(d, keep_ends) < n - keep_ends) or undone.edges
+                or state.undone_outputs):
+            return self._text(undone)  # the rarer shapes: the general text
+        status = self._stopped[1] if self._stopped[0] == new else _status(state, new)
+        if status is _UNDONE:
+            return self._text(undone)
+        lines = self._header({new: status})
+        lines.extend(self.nodes)
+        run = self.run
+        run_name = None
+        if run is not None:
+            i = run.start
+            if run.end - i >= 2:
+                run_name = f"c{self.chains}"
+                first, lastid = order[i], order[run.end - 1]
+                key = (i, run.end - i, lastid, run.latency, run.tokens, self.chains, info[lastid].number)
+                found = self._run_line
+                if found is None or found[0] != key:
+                    found = self._run_line = (key, self._collapsed_line(
+                        first, lastid, run.end - i, info[first].number, key[6], run.latency, run.tokens, run_name))
+                lines.append(found[1])
+            else:
+                run_name = f"s{i}"
+                lines.append(info[order[i]].line)  # type: ignore[arg-type]
+        for i in range(d, s):
+            line = info[order[i]].line
+            if line is not None:
+                lines.append(line)
+        lines.append(self._step_line(new, status, self.live + 1, f"s{n0}"))
+        lines.extend(self.edge_lines)
+        e = self.e
+        names = []
+        for i in range(e, n):
+            if i >= d:
+                names.append(f"s{i}")
+            elif run is not None and run.start <= i < run.end:
+                names.append(run_name)  # type: ignore[arg-type]
+            else:
+                name = info[order[i]].name
+                names.append(name if isinstance(name, str) else self.run_names[name])
+        drawn = self.pairs
+        fresh: set[tuple[str, str]] = set()
+        for a, b in live:
+            if a < e:
+                continue
+            na = names[a - e]
+            nb = names[b - e] if b >= e else self._name(order[b])
+            if na == nb or (na, nb) in drawn or (na, nb) in fresh:
+                continue
+            fresh.add((na, nb))
+            lines.append(f"  {na} -> {nb};")
+        if self.opts["legend"]:
+            lines.extend(_legend_lines(self.opts["wrap"]))
+        lines.append("}\n")
+        return "\n".join(lines)
 
     def _read_changes(self) -> None:
         """Take in what the runner changed since the last render; roll back what it touched."""
@@ -342,6 +454,7 @@ class LiveDot:
         """Settle the steps that can no longer change, then decide how the settled steps
         before the last ``keep_ends`` are drawn (closed units, or the open run)."""
         state, order, pos, info = self.state, self.order, self.pos, self.info
+        self._stopped: tuple[str | None, Any] = (None, None)
         n = len(order)
         keep_ends = self.opts["keep_ends"]
         collapsing = self.collapsing
@@ -350,6 +463,7 @@ class LiveDot:
             i = self.s
             sid = order[i]
             status = _status(state, sid)
+            self._stopped = (sid, status)  # the step after the prefix: _text needs its status too
             prev = ins.get(i)
             if prev and prev[-1] >= i:
                 break
@@ -374,7 +488,8 @@ class LiveDot:
                 break
             self.sck.append((self.live, self.done, self.undone))
             name = f"s{i}"
-            line = None if status is _UNDONE and sid in self.undone_outs else self._step_line(sid, status, number, name)
+            line = None if status is _UNDONE and sid in self.undone_outs else self._step_line(
+                sid, status, number, name, keep=False)
             self._lines.pop(sid, None)
             info[sid] = _Info(status, number, name, ok, nxt, line)
             self.s += 1
@@ -432,15 +547,21 @@ class LiveDot:
                         latency: float | None, tokens: int | None, name: str) -> str:
         """``_node_line(_collapsed_node_of(...))``, without the detour (it changes at every step)."""
         wrap = self.opts["wrap"]
-        label = (_label_piece(f"… {count} steps …", "head", wrap)
-                 + _label_piece(f"#{n_first}–#{n_last} · {short_id(first)} … {short_id(last)}", "text", wrap))
-        if latency is not None or tokens is not None:
-            metrics = []
-            if latency is not None:
-                metrics.append(f"{latency:.2f} s")
-            if tokens is not None:
-                metrics.append(f"{tokens} tok")
-            label += _label_piece(" · ".join(metrics), "muted", wrap)
+        head = f"… {count} steps …"
+        ids = f"#{n_first}–#{n_last} · {_short(first)} … {_short(last)}"
+        if latency is None and tokens is None:
+            metrics = ""
+        elif tokens is None:
+            metrics = f"{latency:.2f} s"
+        elif latency is None:
+            metrics = f"{tokens} tok"
+        else:
+            metrics = f"{latency:.2f} s · {tokens} tok"
+        if len(head) <= wrap and len(ids) <= wrap and len(metrics) <= wrap:  # no wrapping: in one go
+            label = f"<B>{head}</B>{_BR}{html.escape(ids)}{_BR}" + (f"<I>{metrics}</I>{_BR}" if metrics else "")
+        else:
+            label = (_label_piece(head, "head", wrap) + _label_piece(ids, "text", wrap)
+                     + (_label_piece(metrics, "muted", wrap) if metrics else ""))
         return f"  {name} [label=<{label}>, {_COLLAPSED_ATTRS}];"
 
     def _number(self, sid: str) -> int:
@@ -494,21 +615,31 @@ class LiveDot:
             self.e += 1
 
     # ----- node text ---------------------------------------------------------------------
-    def _step_line(self, sid: str, status: StepStatus, number: int, name: str) -> str:
-        """A step's node line, drawn again only when what it shows changed."""
+    def _step_line(self, sid: str, status: StepStatus, number: int, name: str, keep: bool = True) -> str:
+        """A step's node line, drawn again only when what it shows changed (``keep``: a
+        step after the prefix, whose line may serve the next redraw too)."""
         state = self.state
         step = state.steps.get(sid)
         out = state.outputs.get(sid) if status is _DONE else None
         fails = self.failures_of.get(sid, ())
         undone_outs = self.undone_outs.get(sid, ())
+        if not keep:
+            line = None if fails or undone_outs else _plain_step_line(
+                name, number, sid, step, status, out, self.opts["max_label"], self.opts["wrap"])
+            if line is not None:
+                return line
         key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
         cache = step is None or APPROVAL_KEY not in step.step_state  # decisions change while it waits
         found = self._lines.get(sid) if cache else None
         if found is not None and found[1] is out and found[0] == key:
             return found[2]
-        node = _step_node(state, number, sid, step, status, list(fails), list(undone_outs), self.opts["max_label"])
-        node.name = name
-        line = _node_line(node, self.opts["wrap"])
+        line = None
+        if not fails and not undone_outs:
+            line = _plain_step_line(name, number, sid, step, status, out, self.opts["max_label"], self.opts["wrap"])
+        if line is None:
+            node = _step_node(state, number, sid, step, status, list(fails), list(undone_outs), self.opts["max_label"])
+            node.name = name
+            line = _node_line(node, self.opts["wrap"])
         if cache:
             self._lines[sid] = (key, out, line)
         return line
@@ -519,11 +650,13 @@ class LiveDot:
         n, s, d = len(order), self.s, self.d
         keep_ends = opts["keep_ends"]
         window = order[s:]
-        statuses = {sid: _status(state, sid) for sid in window}
+        statuses: dict[str, StepStatus] = {}
         numbers: dict[str, int] = {}
         c = self.live
+        stopped = self._stopped
         for sid in window:
-            if statuses[sid] is not _UNDONE:
+            st = statuses[sid] = stopped[1] if sid == stopped[0] else _status(state, sid)
+            if st is not _UNDONE:
                 c += 1
                 numbers[sid] = c
         if c - self.live < len(window):  # undone steps: numbered after the step that cut them
@@ -610,10 +743,12 @@ class LiveDot:
         e = self.e
         drawn = self.pairs
         fresh: set[tuple[str, str]] = set()
+        names = [name_of(order[i]) if i < d or chain_of else f"s{i}" for i in range(e, n)]
         for a, b in self._live:
             if a < e:
                 continue
-            na, nb = name_of(order[a]), name_of(order[b])
+            na = names[a - e]
+            nb = names[b - e] if b >= e else name_of(order[b])
             if na == nb or (na, nb) in drawn or (na, nb) in fresh:
                 continue
             fresh.add((na, nb))

@@ -286,14 +286,15 @@ class LiveGraph:
     def dot(self) -> str:
         """The DOT text of the shown task's current state (computed now, not throttled):
         ``task_to_dot``'s text, kept up to date in O(what changed) (``LiveDot``)."""
+        live = self._live
+        if live is not None and self._task_id is not None and self.runner.tasks.get(self._task_id) is live.state:
+            return live.render()  # the shown task, as at the last redraw
         state = self.state
         if state is None:
             return EMPTY_DOT
         from nbagent.viz.dot_live import LiveDot
 
-        live = self._live
-        if live is None or live.state is not state:
-            live = self._live = LiveDot(state, **self.dot_kwargs)
+        live = self._live = LiveDot(state, **self.dot_kwargs)
         return live.render()
 
     @property
