@@ -12,6 +12,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -225,7 +226,12 @@ class FunctionTool:
             else:
                 raw = self.fn(**args)
         except Exception as e:  # the model sees the error and may try again
-            return self._error(kwargs, f"{type(e).__name__}: {e}")
+            return ToolOutput(
+                content=_ERROR_TEXT.get().format(type=type(e).__name__, error=e).strip(),
+                tool_name=self.name,
+                raw_input=kwargs,
+                is_error=True,
+            )
         return self._output(kwargs, raw)
 
     def call(self, **kwargs: Any) -> ToolOutput:
@@ -332,13 +338,21 @@ async def acall_tool(
     *,
     in_thread: bool | None = None,
     missing: str = "Error: there is no tool named {name!r}.",
+    error: str | None = None,
 ) -> ToolOutput:
     """Run the tool a model selected; an unknown name is an error observation.
 
     ``in_thread``: run a sync tool in a worker thread (see ``FunctionTool.ainvoke``).
     ``missing``: what the model is told about an unknown name (``{name}``; each agent uses
-    the reference's words for its kind), followed by the tools there are.
+    the reference's words for its kind), followed by the tools there are. ``error``: what it
+    is told when the tool raises (``{error}``, ``{type}``), likewise.
     """
+    if error is not None:
+        token = _ERROR_TEXT.set(error)
+        try:
+            return await acall_tool(tools, selection, in_thread=in_thread, missing=missing)
+        finally:
+            _ERROR_TEXT.reset(token)
     tool = tools.get(selection.tool_name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "(none)"
@@ -352,6 +366,10 @@ async def acall_tool(
         out = await tool.ainvoke(selection.tool_kwargs, in_thread=in_thread)
     out.tool_call_id = selection.tool_id
     return out
+
+
+# what the model is told when a function tool raises; acall_tool(error=...) sets it per agent
+_ERROR_TEXT: ContextVar[str] = ContextVar("nbagent_tool_error_text", default="Error: {type}: {error}")
 
 
 def call_tool(tools: dict[str, FunctionTool], selection: ToolSelection) -> ToolOutput:

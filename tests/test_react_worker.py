@@ -170,7 +170,7 @@ def test_tool_exception_is_an_error_observation() -> None:
     runner, llm = agent([act("boom", '{"x": 7}'), final("it failed")], tools=[add, boom])
     assert runner.chat("go").response == "it failed"
     (obs,) = observations(llm.requests[1].messages)
-    assert obs == "Observation: Error: RuntimeError: kaput 7"
+    assert obs == "Observation: Error: kaput 7 (RuntimeError)"  # the reference's words, then the type
 
 
 def test_bad_arguments_are_an_error_observation() -> None:

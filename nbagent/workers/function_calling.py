@@ -486,10 +486,10 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         runnable = calls if left is None else calls[:left]
         if self.allow_parallel_tool_calls and len(runnable) > 1:
             # sync tools go to threads so that they overlap like async ones
-            calls_now = (acall_tool(by_name, c, in_thread=True, missing=_MISSING_TOOL) for c in runnable)
+            calls_now = (acall_tool(by_name, c, in_thread=True, missing=_MISSING_TOOL, error=_TOOL_ERROR) for c in runnable)
             outputs = list(await asyncio.gather(*calls_now))
         else:
-            outputs = [await acall_tool(by_name, c, missing=_MISSING_TOOL) for c in runnable]
+            outputs = [await acall_tool(by_name, c, missing=_MISSING_TOOL, error=_TOOL_ERROR) for c in runnable]
         for call in calls[len(runnable) :]:
             outputs.append(
                 ToolOutput(
@@ -632,6 +632,7 @@ def _dump(calls: list[ToolSelection]) -> list[dict[str, Any]]:
 
 
 _MISSING_TOOL = "Tool with name {name} not found, please double check."  # the reference's words
+_TOOL_ERROR = "Encountered error: {error} ({type})"  # the reference's words, then the exception's type
 
 
 def _args_json(kwargs: dict[str, Any]) -> str:

@@ -449,3 +449,20 @@ def test_chat_history_argument_and_memory_as_on_reference() -> None:
         seen.append((first, second, [_messages(m) for m in api.requests(llm)], _messages(agent.chat_history)))
     assert seen[1] == seen[0]
     assert seen[0][2][1][:3] == [("user", "I am Ada."), ("assistant", "Noted."), ("user", "Hello")]
+
+
+def test_a_failing_tool_text_on_the_function_calling_worker() -> None:
+    def fail(x: int) -> int:
+        """Always fails."""
+        raise RuntimeError(f"no luck with {x}")
+
+    seen = []
+    for api in both():
+        llm = api.llm([tool_call("fail", x=1), "ok"])
+        agent = api.AgentRunner(api.FunctionCallingAgentWorker.from_tools([api.FunctionTool.from_defaults(fn=fail)], llm=llm))
+        response = agent.chat("q")
+        seen.append((str(response), [(s.content, s.is_error) for s in response.sources], api.requests(llm)[1][-1].content))
+    ref, nb = seen
+    assert ref == ("ok", [("Encountered error: no luck with 1", True)], "Encountered error: no luck with 1")
+    # the reference's words, then the exception's type
+    assert nb == ("ok", [("Encountered error: no luck with 1 (RuntimeError)", True)], "Encountered error: no luck with 1 (RuntimeError)")

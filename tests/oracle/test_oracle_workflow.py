@@ -357,3 +357,25 @@ def test_verbose_workflow_prints_the_same_text_as_reference() -> None:
     assert printed[1] == printed[0]
     assert "Step parse_agent_output produced no event\n" in printed[0]
     assert printed[0].endswith("Step parse_agent_output produced event StopEvent\n")
+
+
+def fail(x: int) -> int:
+    """Always fails."""
+    raise RuntimeError(f"no luck with {x}")
+
+
+@pytest.mark.parametrize("kind", ["FunctionAgent", "ReActAgent"])
+def test_a_failing_tool_text_in_a_workflow(kind: str) -> None:
+    script = (
+        [tool_call("fail", x=1), "ok"]
+        if kind == "FunctionAgent"
+        else ['Thought: t\nAction: fail\nAction Input: {"x": 1}', "Thought: ok\nAnswer: ok"]
+    )
+    outs = []
+    for api in both():
+        agent, _ = _agent(api, kind, script, tools=[api.FunctionTool.from_defaults(fn=fail)])
+        events, result = _run(lambda agent=agent: agent.run(user_msg="q"))
+        outs.append((str(result), next(e["tool_output"] for e in events if e["type"] == "ToolCallResult")))
+    ref, nb = outs
+    assert ref == ("ok", ("no luck with 1", True))
+    assert nb == ("ok", ("no luck with 1 (RuntimeError)", True))  # the reference's words, then the type

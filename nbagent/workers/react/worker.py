@@ -51,6 +51,7 @@ from nbagent.workers.react.prompt import FORMAT_REMINDER
 __all__ = ["ReActAgentWorker", "MaxIterationsError", "EmptyResponseError", "parse_error_text"]
 
 _MISSING_TOOL = "Error: No such tool named `{name}`."  # the reference's words
+_TOOL_ERROR = "Error: {error} ({type})"  # the reference's words, then the exception's type
 _PINK, _BLUE = "38;5;200", "34"  # the reference's print_text colours
 _STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
 
@@ -315,7 +316,7 @@ class ReActAgentWorker(BaseAgentWorker):
                 is_last=False,
                 reasoning=parsed.thought or None,
             )
-        out: ToolOutput = await acall_tool(by_name, call, missing=_MISSING_TOOL)
+        out: ToolOutput = await acall_tool(by_name, call, missing=_MISSING_TOOL, error=_TOOL_ERROR)
         return self._after_call(parsed.thought, out, step, task, by_name)
 
     async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
@@ -327,7 +328,7 @@ class ReActAgentWorker(BaseAgentWorker):
         if call.tool_id in rejected:
             out = rejected[call.tool_id]
         else:
-            out = await acall_tool(by_name, call, missing=_MISSING_TOOL)
+            out = await acall_tool(by_name, call, missing=_MISSING_TOOL, error=_TOOL_ERROR)
         thought = str((approval.record_of(step) or {}).get("thought") or "")
         result = self._after_call(thought, out, step, task, by_name)
         if step.input is not None and result.next_steps:  # input given here goes to the model next
