@@ -422,9 +422,9 @@ class StreamingAgentChatResponse:
         )
 
     def print_response_stream(self) -> None:
+        """Print the tokens as they come (no newline after them, as on the reference)."""
         for token in self.response_gen:
             print(token, end="", flush=True)
-        print()
 
     def __str__(self) -> str:
         if not self.is_done:

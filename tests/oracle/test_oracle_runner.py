@@ -466,3 +466,16 @@ def test_a_failing_tool_text_on_the_function_calling_worker() -> None:
     assert ref == ("ok", [("Encountered error: no luck with 1", True)], "Encountered error: no luck with 1")
     # the reference's words, then the exception's type
     assert nb == ("ok", [("Encountered error: no luck with 1 (RuntimeError)", True)], "Encountered error: no luck with 1 (RuntimeError)")
+
+
+def test_print_response_stream_prints_the_same_text() -> None:
+    printed = []
+    for api in both():
+        agent = api.AgentRunner(api.ReActAgentWorker.from_tools(_tools(api), llm=api.llm(REACT_SCRIPT, function_calling=False)))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            response = agent.stream_chat("What is (121 * 3) + 42?")
+            response.print_response_stream()
+        printed.append((out.getvalue(), str(response), _messages(agent.chat_history)))
+    assert printed[1] == printed[0]
+    assert printed[0][0] == "The answer is 405."
