@@ -379,3 +379,22 @@ def test_a_failing_tool_text_in_a_workflow(kind: str) -> None:
     ref, nb = outs
     assert ref == ("ok", ("no luck with 1", True))
     assert nb == ("ok", ("no luck with 1 (RuntimeError)", True))  # the reference's words, then the type
+
+
+def test_run_with_a_memory_as_on_reference() -> None:
+    seen = []
+    for api in both():
+        agent, llm = _agent(api, "FunctionAgent", ["Hi Ada."])
+        memory = api.ChatMemoryBuffer.from_defaults()
+        memory.put(api.ChatMessage(role="user", content="I am Ada."))
+        memory.put(api.ChatMessage(role="assistant", content="Noted."))
+        _, result = _run(lambda agent=agent, memory=memory: agent.run(user_msg="Hello", memory=memory))
+        seen.append(
+            (
+                str(result),
+                [(m.role.value, m.content) for m in api.requests(llm)[0]],
+                [(m.role.value, m.content) for m in memory.get_all()],
+            )
+        )
+    assert seen[1] == seen[0]
+    assert seen[0][2][-1] == ("assistant", "Hi Ada.")  # the run wrote into the memory it was given
