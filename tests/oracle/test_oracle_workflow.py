@@ -398,3 +398,18 @@ def test_run_with_a_memory_as_on_reference() -> None:
         )
     assert seen[1] == seen[0]
     assert seen[0][2][-1] == ("assistant", "Hi Ada.")  # the run wrote into the memory it was given
+
+
+def test_react_agent_system_prompt_reaches_the_model() -> None:
+    seen = []
+    for api in both():
+        agent, llm = _agent(api, "ReActAgent", REACT_RUN, system_prompt="Be brief.")
+        _, result = _run(lambda agent=agent: agent.run(user_msg="What is 1+2?"))
+        first = api.requests(llm)[0]
+        seen.append((str(result), [m.role.value for m in first], [m.content for m in first if m.role.value == "system"]))
+    (ref_answer, ref_roles, ref_system), (nb_answer, nb_roles, nb_system) = seen
+    assert ref_answer == nb_answer == "It is 3."
+    # The page combines the agent's system prompt with the ReAct header (the formatter's
+    # context): nbagent does, one system message. 0.12.52 sends it as a second system message.
+    assert ref_roles == ["system", "system", "user"] and ref_system[1] == "Be brief."
+    assert nb_roles == ["system", "user"] and "Be brief." in nb_system[0]
