@@ -94,6 +94,7 @@ from nbagent.store.codec import (
     runner_from_dict,
 )
 from nbagent.store.values import (
+    SHARED_STR_CHARS,
     _ALLOWED,
     memory_tokenizer,
     Path_,
@@ -598,8 +599,9 @@ class _Writer:
         self.mirrors: dict[str, _Mirror] = {}
         self.touched: set[int] = set()
         self.dirty_dicts: dict[int, dict[str, Any]] = {}
-        self.dict_text: dict[int, str] = {}  # what each dict's row holds now
+        self.dict_text: dict[int, Any] = {}  # what each dict's record holds now (text, or ("same", k))
         self.synced: set[int] = set()  # containers written in this transaction (nothing changes meanwhile)
+        self.copies: dict[int, set[int]] = {}  # dict k -> the dicts last written as "the same as k"
         self.next_k = 0
         self.counter = 0
         self.header = ""
@@ -859,13 +861,44 @@ class _Writer:
                     self.refs[id(item)] = ({"$i": [c.k, i]}, item, c.k)
 
     def _write_dicts(self) -> None:
+        written: list[tuple[int, dict[str, Any]]] = []  # (k, dict) written or checked just now
         while self.dirty_dicts:
             k, d = self.dirty_dicts.popitem()
+            twin = self._twin(d, written)
+            if twin is not None:
+                # holds the very objects another dict of this change holds (a worker's step state
+                # merged into the task's extra state): written as "a copy of that one"
+                if self.dict_text.get(k) != ("same", twin):
+                    self._op(f'["o",{k},"same",{twin}')
+                    self.dict_text[k] = ("same", twin)
+                    self.copies.setdefault(twin, set()).add(k)
+                continue
             enc = _StoreEncoder(self)
             text = _dumps(enc.done(enc.root(d, (None, "state"))))
             if self.dict_text.get(k) != text:
                 self._op(f'["o",{k},"dict"', text)
                 self.dict_text[k] = text
+                for other in self.copies.pop(k, ()):
+                    if self.dict_text.get(other) == ("same", k):  # a copy of what k held: unknown now
+                        self.dict_text[other] = None
+            written.append((k, d))
+
+    def _twin(self, d: dict[str, Any], written: list[tuple[int, dict[str, Any]]]) -> int | None:
+        """A dict written just now with the same keys holding the same objects, if ``d``'s
+        values are JSON scalars or objects with rows of their own (so nothing nested is copied)."""
+        if not written or len(written) > 8:
+            return None
+        refs = self.refs
+        for key, v in d.items():
+            tv = type(v)
+            if not (tv in _SCALARS or (tv is str and len(v) < SHARED_STR_CHARS)):
+                found = refs.get(id(v))
+                if found is None or found[1] is not v or "$i" in found[0] or "p" in found[0]:
+                    return None
+        for k1, d1 in written:
+            if len(d1) == len(d) and all(d1.get(key, _MISSING) is v for key, v in d.items()):
+                return k1
+        return None
 
     # ----- one task ---------------------------------------------------------------------
     def _write_task(self, state: TaskState, dirty: set[str] | None) -> None:
@@ -1077,6 +1110,7 @@ class _Writer:
             written.append(item)
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
 _SLOTS = {"cpos": 0, "done": 1, "upos": 2}  # an output's positions, as its records list them
 
 
@@ -1169,6 +1203,7 @@ class _Rows:
         lists: dict[str, dict[int, list[Any]]] = {"h": {}, "f": {}}  # history, failures
         items: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos, record]
         objects = rows.objects
+        twins: dict[int, list[int]] = {}  # k -> the dicts written as "the same as k" since k was
         where = f"run {run!r}"
         op: Any = None
         try:
@@ -1176,7 +1211,17 @@ class _Rows:
                 for op in _loads(text, where):
                     kind = op[0]
                     if kind == "o":
-                        objects[op[1]] = (op[2], op[3])
+                        k = op[1]
+                        for other in twins.pop(k, ()):  # copies of what k held: now their own
+                            if objects.get(other) == ("same", k):
+                                objects[other] = objects[k]
+                                if objects[k][0] == "same":
+                                    twins.setdefault(objects[k][1], []).append(other)
+                        if op[2] == "same":
+                            if objects[op[3]][0] not in ("dict", "same"):
+                                raise ValueError(f"object {op[3]} is not a dict")
+                            twins.setdefault(op[3], []).append(k)
+                        objects[k] = (op[2], op[3])
                     elif kind == "i":
                         items.setdefault(op[1], {})[op[2]] = [op[3], op[4]]
                     elif kind == "ic":
@@ -1317,6 +1362,14 @@ class _StoreDecoder(_Decoder):
         if entry is None:
             raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
         kind, rec = entry
+        if kind == "same":  # the same objects as dict ``rec`` holds
+            same: dict[str, Any] = {}
+            self.built[k] = same
+            src = self._object(rec, where)
+            if not isinstance(src, dict):
+                raise self.fail(where, f"stored object {k} copies {rec}, which is not a dict")
+            same.update(src)
+            return same
         if kind == "dict":
             out: dict[str, Any] = {}
             self.built[k] = out
