@@ -1045,50 +1045,54 @@ class _Writer:
     def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
         """Which outputs are completed (in order), done (by step) and undone (in order).
         Rows about to be written (``fresh``: n -> [cpos, done, upos]) get theirs there."""
-        seq = m.seq
+        out_n = m.out_n
+        moved: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # by slot: [value, n] of rows written before
 
-        def put(column: str, values: list[tuple[Any, int]]) -> None:
-            slot = _SLOTS[column]
-            old = []
-            for value, n in values:
-                if n in fresh:
-                    fresh[n][slot] = value
-                else:
-                    old.append([value, n])
-            if old:
-                self._op(f'["p",{seq},{slot},{_dumps(old)}')
+        def place(slot: int, value: Any, n: int) -> None:
+            row = fresh.get(n)
+            if row is not None:
+                row[slot] = value
+            else:
+                moved[slot].append([value, n])
 
-        for column, written, live in (("cpos", m.completed, state.completed_steps), ("upos", m.undone, state.undone_outputs)):
+        for slot, written, live in ((0, m.completed, state.completed_steps), (2, m.undone, state.undone_outputs)):
             p = _common_prefix(written, live)
             if p < len(written):
-                put(column, [(None, m.out_n[id(o)]) for o in written[p:]])
+                for o in written[p:]:
+                    place(slot, None, out_n[id(o)])
                 del written[p:]
             if len(live) > p:
-                put(column, [(i, m.out_n[id(live[i])]) for i in range(p, len(live))])
+                for i in range(p, len(live)):
+                    place(slot, i, out_n[id(live[i])])
                 written.extend(live[p:])
-        check = state.outputs.keys() if dirty is None else dirty
-        for sid in list(check):
-            live_out = state.outputs.get(sid)
-            old = m.done.get(sid)
+        outputs, done = state.outputs, m.done
+        for sid in (outputs if dirty is None else dirty):
+            live_out = outputs.get(sid)
+            old = done.get(sid)
             if live_out is not old:
                 if old is not None:
-                    put("done", [(0, m.out_n[id(old)])])
-                    del m.done[sid]
+                    place(1, 0, out_n[id(old)])
+                    del done[sid]
                 if live_out is not None:
-                    put("done", [(1, m.out_n[id(live_out)])])
-                    m.done[sid] = live_out
-        stale = len(m.done) != len(state.outputs)
+                    place(1, 1, out_n[id(live_out)])
+                    done[sid] = live_out
+        stale = len(done) != len(outputs)
         if not stale:
-            for sid in itertools.islice(reversed(m.done), 2):
-                if state.outputs.get(sid) is not m.done[sid]:
+            for sid in itertools.islice(reversed(done), 2):
+                if outputs.get(sid) is not done[sid]:
                     stale = True
                     break
         if stale:
-            self._op(f'["pd",{seq}')  # done=0 for every output
-            for slot in fresh.values():
-                slot[1] = 0
-            put("done", [(1, m.out_n[id(o)]) for o in state.outputs.values()])
-            m.done = dict(state.outputs)
+            self._op(f'["pd",{m.seq}')  # done=0 for every output
+            moved[1].clear()
+            for row in fresh.values():
+                row[1] = 0
+            for o in outputs.values():
+                place(1, 1, out_n[id(o)])
+            m.done = dict(outputs)
+        for slot in (0, 1, 2):
+            if moved[slot]:
+                self._op(f'["p",{m.seq},{slot},{_dumps(moved[slot])}')
 
     def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:
         tid, seq = state.task_id, m.seq
@@ -1111,7 +1115,6 @@ class _Writer:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
-_SLOTS = {"cpos": 0, "done": 1, "upos": 2}  # an output's positions, as its records list them
 
 
 def _ord(m: _Mirror, sid: str) -> int:
