@@ -288,6 +288,8 @@ class RunStore:
         ``key`` and ``tag`` for ``tasks``/``task`` to find; one transaction."""
         state = runner.state_of(task)
         writer = self._writer(runner)
+        if writer.broken:  # a write failed half-way: what it remembers may be ahead of the store
+            writer.rewrite()
         writer.begin()
         try:
             with self._tx():
@@ -588,7 +590,7 @@ class _Writer:
         self.run_id = run_id
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
-        self.ops: list[str] = []  # the records this transaction writes, each as JSON text
+        self.ops: list[list[Any]] = []  # the records this transaction writes (JSON-ready)
         self._reset()
         self.broken = False
 
@@ -599,7 +601,7 @@ class _Writer:
         self.mirrors: dict[str, _Mirror] = {}
         self.touched: set[int] = set()
         self.dirty_dicts: dict[int, dict[str, Any]] = {}
-        self.dict_text: dict[int, Any] = {}  # what each dict's record holds now (text, or ("same", k))
+        self.dict_text: dict[int, Any] = {}  # what each dict's record holds now (the record, or ("same", k))
         self.synced: set[int] = set()  # containers written in this transaction (nothing changes meanwhile)
         self.copies: dict[int, set[int]] = {}  # dict k -> the dicts last written as "the same as k"
         self.next_k = 0
@@ -644,10 +646,9 @@ class _Writer:
                 self.run_no = row[0]
         return self.run_no
 
-    def _op(self, head: str, rec: str | None = None) -> None:
-        """Add a record to this transaction: ``head`` is its JSON array text without the closing
-        bracket, ``rec`` the JSON text of the piece it holds (if any)."""
-        self.ops.append(head + "]" if rec is None else head + "," + rec + "]")
+    def _op(self, *record: Any) -> None:
+        """Add a record to this transaction (its values JSON-ready: encoded already)."""
+        self.ops.append(list(record))
 
     def flush(self) -> None:
         """Write this transaction's records as one log row (inside the transaction)."""
@@ -662,7 +663,7 @@ class _Writer:
             self.log_seq = 0 if last is None else last - lo + 1
         if self.log_seq >= 1 << _RUN_BITS:
             raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
-        self.db.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, "[" + ",".join(self.ops) + "]"))
+        self.db.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, _dumps(self.ops)))
         self.log_seq += 1
         self.ops.clear()
 
@@ -822,7 +823,7 @@ class _Writer:
                             "register it with nbagent.persist.allow_type(fn) (a module-level function)"
                         )
                     rec["tokenizer"] = ref
-                self._op(f'["o",{c.k},"mem"', _dumps(rec))
+                self._op("o", c.k, "mem", rec)
                 c.meta = meta
             live: Sequence[Any] = mem._messages
             counts = mem._counts
@@ -836,14 +837,14 @@ class _Writer:
                 c.counts = counts
         else:
             if c.meta is None:
-                self._op(f'["o",{c.k},"log"', "{}")
+                self._op("o", c.k, "log", {})
                 c.meta = "log"
             live = c.obj
             counts = None
         p = _common_prefix(c.items, live)
         if p < len(c.items):
             # cut off (an undo): the rows stay, out of the list, for what still refers to them
-            self._op(f'["ic",{c.k},{_dumps(c.ids[p:])}')
+            self._op("ic", c.k, c.ids[p:])
             del c.items[p:]
             del c.ids[p:]
         if len(live) > p:
@@ -854,7 +855,7 @@ class _Writer:
                 enc = _StoreEncoder(self)
                 value = enc.root(item, (None, f"item {pos}"))
                 rec = enc.done([value, counts[pos]] if counts is not None else value)
-                self._op(f'["i",{c.k},{i},{pos}', _dumps(rec))
+                self._op("i", c.k, i, pos, rec)
                 c.items.append(item)
                 c.ids.append(i)
                 if id(item) not in self.refs:
@@ -869,15 +870,19 @@ class _Writer:
                 # holds the very objects another dict of this change holds (a worker's step state
                 # merged into the task's extra state): written as "a copy of that one"
                 if self.dict_text.get(k) != ("same", twin):
-                    self._op(f'["o",{k},"same",{twin}')
+                    self._op("o", k, "same", twin)
                     self.dict_text[k] = ("same", twin)
                     self.copies.setdefault(twin, set()).add(k)
                 continue
             enc = _StoreEncoder(self)
-            text = _dumps(enc.done(enc.root(d, (None, "state"))))
-            if self.dict_text.get(k) != text:
-                self._op(f'["o",{k},"dict"', text)
-                self.dict_text[k] = text
+            rec = enc.root(d, (None, "state"))
+            n = rec.get("$id")
+            if n is not None and n not in enc.used:
+                del rec["$id"]  # nothing in the record refers to the dict: unchanged, it reads the same
+            enc.done(rec)
+            if self.dict_text.get(k) != rec:
+                self._op("o", k, "dict", rec)
+                self.dict_text[k] = rec
                 for other in self.copies.pop(k, ()):
                     if self.dict_text.get(other) == ("same", k):  # a copy of what k held: unknown now
                         self.dict_text[other] = None
@@ -977,7 +982,7 @@ class _Writer:
             model = step_models.get(sid)
             if model is not None:
                 rec["model"] = model
-            self._op(f'["s",{seq},{_ord(m, sid)}', _dumps(rec))
+            self._op("s", seq, _ord(m, sid), rec)
         m.registered = len(state.steps)
         fresh = {m.out_n[id(out)]: [None, 0, None] for out in new_outputs}  # cpos, done, upos
         self._positions(state, m, dirty, fresh)
@@ -987,11 +992,7 @@ class _Writer:
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
-            cpos, done, upos = fresh[n]  # ints or None
-            self._op(
-                f'["u",{seq},{n},[{"null" if cpos is None else int(cpos)},{int(done)},{"null" if upos is None else int(upos)}]',
-                _dumps(enc.done(rec)),
-            )
+            self._op("u", seq, n, fresh[n], enc.done(rec))
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
@@ -1083,7 +1084,7 @@ class _Writer:
                     stale = True
                     break
         if stale:
-            self._op(f'["pd",{m.seq}')  # done=0 for every output
+            self._op("pd", m.seq)  # done=0 for every output
             moved[1].clear()
             for row in fresh.values():
                 row[1] = 0
@@ -1092,14 +1093,14 @@ class _Writer:
             m.done = dict(outputs)
         for slot in (0, 1, 2):
             if moved[slot]:
-                self._op(f'["p",{m.seq},{slot},{_dumps(moved[slot])}')
+                self._op("p", m.seq, slot, moved[slot])
 
     def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:
         tid, seq = state.task_id, m.seq
         kind = "h" if table == "history" else "f"
         p = _common_prefix(written, live)
         if p < len(written):
-            self._op(f'["{kind}x",{seq},{p}')  # cut the list at p
+            self._op(kind + "x", seq, p)  # cut the list at p
             del written[p:]
         for i in range(p, len(live)):
             item = live[i]
@@ -1110,7 +1111,7 @@ class _Writer:
                 rec = enc.done(_snapshot_to_dict(enc, item, (None, f"task {tid} history[{i}]")))
             else:
                 rec = _failure_record(item)
-            self._op(f'["{kind}",{seq},{i}', _dumps(rec))
+            self._op(kind, seq, i, rec)
             written.append(item)
 
 
