@@ -480,6 +480,19 @@ class _StoreEncoder(_Encoder):
         super().__init__()
         self.w = writer
         self.base = writer.counter
+        self.busy = True
+
+    def again(self) -> _StoreEncoder:
+        """This encoder, emptied for the next record (a step encodes ~8: one is reused)."""
+        self.numbers.clear()
+        self.keep.clear()
+        self.used.clear()
+        self.building.clear()
+        self.steps = {}
+        self.output_index = {}
+        self.base = self.w.counter
+        self.busy = True
+        return self
 
     def _number(self, obj: Any) -> tuple[int, bool]:
         # numbers unique across the whole run: every row is decoded with one table
@@ -525,6 +538,7 @@ class _StoreEncoder(_Encoder):
         # the "$id" marks nobody refers to stay: harmless, and stripping them would cost a
         # second walk over every row
         self.w.counter = self.base + len(self.keep)
+        self.busy = False
         return node
 
 
@@ -591,6 +605,7 @@ class _Writer:
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
         self.ops: list[list[Any]] = []  # the records this transaction writes (JSON-ready)
+        self._encoder: _StoreEncoder | None = None
         self._reset()
         self.broken = False
 
@@ -608,6 +623,14 @@ class _Writer:
         self.counter = 0
         self.header = ""
         self.seq = 0
+
+    def encoder(self) -> _StoreEncoder:
+        """An encoder for one record (the writer's own, unless it is in use)."""
+        enc = self._encoder
+        if enc is None or enc.busy:
+            enc = self._encoder = _StoreEncoder(self)
+            return enc
+        return enc.again()
 
     def begin(self) -> None:
         """Before a transaction's changes: nothing buffered, no container written yet."""
@@ -681,7 +704,7 @@ class _Writer:
         settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
         pricing = runner.__dict__.get("_pricing")
         rng = _ids.current_rng()
-        enc = _StoreEncoder(self)
+        enc = self.encoder()
         header = enc.done({
             "nbagent": __version__,
             "class": type(runner).__name__,
@@ -852,7 +875,7 @@ class _Writer:
                 item = live[pos]
                 i = c.next_i
                 c.next_i += 1
-                enc = _StoreEncoder(self)
+                enc = self.encoder()
                 value = enc.root(item, (None, f"item {pos}"))
                 rec = enc.done([value, counts[pos]] if counts is not None else value)
                 self._op("i", c.k, i, pos, rec)
@@ -874,7 +897,7 @@ class _Writer:
                     self.dict_text[k] = ("same", twin)
                     self.copies.setdefault(twin, set()).add(k)
                 continue
-            enc = _StoreEncoder(self)
+            enc = self.encoder()
             rec = enc.root(d, (None, "state"))
             n = rec.get("$id")
             if n is not None and n not in enc.used:
@@ -988,7 +1011,7 @@ class _Writer:
         self._positions(state, m, dirty, fresh)
         for out in new_outputs:
             n = m.out_n[id(out)]
-            enc = _StoreEncoder(self)
+            enc = self.encoder()
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
@@ -1010,7 +1033,7 @@ class _Writer:
             })[:-1]
         final = state.final_response
         if final is not None:
-            enc = _StoreEncoder(self)
+            enc = self.encoder()
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
@@ -1105,7 +1128,7 @@ class _Writer:
         for i in range(p, len(live)):
             item = live[i]
             if table == "history":
-                enc = _StoreEncoder(self)
+                enc = self.encoder()
                 enc.steps = known
                 enc.output_index = m.out_n
                 rec = enc.done(_snapshot_to_dict(enc, item, (None, f"task {tid} history[{i}]")))
