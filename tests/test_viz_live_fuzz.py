@@ -23,7 +23,7 @@ from nbagent.viz.dot_live import LiveDot
 from nbagent.workers.base import BaseAgentWorker
 
 KINDS = ["chain", "chain", "chain", "chain", "fork", "join", "held", "toolerr", "last", "fail", "dead"]
-OPS = ["run", "run", "run", "run", "run", "wave", "undo", "fail", "goto", "fork", "skip", "edit",
+OPS = ["run", "run", "run", "run", "run", "burst", "burst", "wave", "undo", "fail", "goto", "fork", "skip", "edit",
        "inject", "hold", "release", "abandon", "finalize"]
 OPTIONS = [
     {},
@@ -84,13 +84,14 @@ def test_the_live_graph_equals_a_full_redraw_after_every_event(data: st.DataObje
     state = runner.state_of(task)
     live = LiveDot(state, **options)
     checked = []
+    quiet = []  # a burst: drawn after each step only, as a LiveGraph draws fast steps
 
     def check(where: str) -> None:
         assert live.render() == task_to_dot(state, **options), where
         checked.append(where)
 
     def on_event(event: Any) -> None:
-        if isinstance(event, (StepStarted, StepCompleted, StepFailed)):
+        if isinstance(event, (StepStarted, StepCompleted, StepFailed)) and not quiet:
             check(type(event).__name__)
 
     runner.subscribe(on_event)
@@ -108,6 +109,15 @@ def test_the_live_graph_equals_a_full_redraw_after_every_event(data: st.DataObje
                     runner.run_steps_in_queue(task)  # type: ignore[attr-defined]
                 else:
                     runner.run_step(task)
+            elif op == "burst":
+                quiet.append(True)
+                try:
+                    for _ in range(data.draw(st.integers(1, 8), label="burst")):
+                        worker.kinds = [data.draw(st.sampled_from(["chain", "chain", "chain", "toolerr", "held"]))]
+                        runner.run_step(task)
+                        check("burst step")
+                finally:
+                    quiet.clear()
             elif op == "undo":
                 runner.undo_step(task, input=data.draw(st.sampled_from([None, "again"])))
             elif op == "goto" and done:

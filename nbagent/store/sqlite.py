@@ -94,7 +94,6 @@ from nbagent.store.codec import (
     runner_from_dict,
 )
 from nbagent.store.values import (
-    SHARED_STR_CHARS,
     _ALLOWED,
     memory_tokenizer,
     Path_,
@@ -288,8 +287,6 @@ class RunStore:
         ``key`` and ``tag`` for ``tasks``/``task`` to find; one transaction."""
         state = runner.state_of(task)
         writer = self._writer(runner)
-        if writer.broken:  # a write failed half-way: what it remembers may be ahead of the store
-            writer.rewrite()
         writer.begin()
         try:
             with self._tx():
@@ -480,19 +477,6 @@ class _StoreEncoder(_Encoder):
         super().__init__()
         self.w = writer
         self.base = writer.counter
-        self.busy = True
-
-    def again(self) -> _StoreEncoder:
-        """This encoder, emptied for the next record (a step encodes ~8: one is reused)."""
-        self.numbers.clear()
-        self.keep.clear()
-        self.used.clear()
-        self.building.clear()
-        self.steps = {}
-        self.output_index = {}
-        self.base = self.w.counter
-        self.busy = True
-        return self
 
     def _number(self, obj: Any) -> tuple[int, bool]:
         # numbers unique across the whole run: every row is decoded with one table
@@ -538,7 +522,6 @@ class _StoreEncoder(_Encoder):
         # the "$id" marks nobody refers to stay: harmless, and stripping them would cost a
         # second walk over every row
         self.w.counter = self.base + len(self.keep)
-        self.busy = False
         return node
 
 
@@ -604,8 +587,7 @@ class _Writer:
         self.run_id = run_id
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
-        self.ops: list[list[Any]] = []  # the records this transaction writes (JSON-ready)
-        self._encoder: _StoreEncoder | None = None
+        self.ops: list[str] = []  # the records this transaction writes, each as JSON text
         self._reset()
         self.broken = False
 
@@ -616,21 +598,12 @@ class _Writer:
         self.mirrors: dict[str, _Mirror] = {}
         self.touched: set[int] = set()
         self.dirty_dicts: dict[int, dict[str, Any]] = {}
-        self.dict_text: dict[int, Any] = {}  # what each dict's record holds now (the record, or ("same", k))
+        self.dict_text: dict[int, str] = {}  # what each dict's row holds now
         self.synced: set[int] = set()  # containers written in this transaction (nothing changes meanwhile)
-        self.copies: dict[int, set[int]] = {}  # dict k -> the dicts last written as "the same as k"
         self.next_k = 0
         self.counter = 0
         self.header = ""
         self.seq = 0
-
-    def encoder(self) -> _StoreEncoder:
-        """An encoder for one record (the writer's own, unless it is in use)."""
-        enc = self._encoder
-        if enc is None or enc.busy:
-            enc = self._encoder = _StoreEncoder(self)
-            return enc
-        return enc.again()
 
     def begin(self) -> None:
         """Before a transaction's changes: nothing buffered, no container written yet."""
@@ -669,9 +642,10 @@ class _Writer:
                 self.run_no = row[0]
         return self.run_no
 
-    def _op(self, *record: Any) -> None:
-        """Add a record to this transaction (its values JSON-ready: encoded already)."""
-        self.ops.append(list(record))
+    def _op(self, head: str, rec: str | None = None) -> None:
+        """Add a record to this transaction: ``head`` is its JSON array text without the closing
+        bracket, ``rec`` the JSON text of the piece it holds (if any)."""
+        self.ops.append(head + "]" if rec is None else head + "," + rec + "]")
 
     def flush(self) -> None:
         """Write this transaction's records as one log row (inside the transaction)."""
@@ -686,7 +660,7 @@ class _Writer:
             self.log_seq = 0 if last is None else last - lo + 1
         if self.log_seq >= 1 << _RUN_BITS:
             raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
-        self.db.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, _dumps(self.ops)))
+        self.db.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, "[" + ",".join(self.ops) + "]"))
         self.log_seq += 1
         self.ops.clear()
 
@@ -704,7 +678,7 @@ class _Writer:
         settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
         pricing = runner.__dict__.get("_pricing")
         rng = _ids.current_rng()
-        enc = self.encoder()
+        enc = _StoreEncoder(self)
         header = enc.done({
             "nbagent": __version__,
             "class": type(runner).__name__,
@@ -846,7 +820,7 @@ class _Writer:
                             "register it with nbagent.persist.allow_type(fn) (a module-level function)"
                         )
                     rec["tokenizer"] = ref
-                self._op("o", c.k, "mem", rec)
+                self._op(f'["o",{c.k},"mem"', _dumps(rec))
                 c.meta = meta
             live: Sequence[Any] = mem._messages
             counts = mem._counts
@@ -860,14 +834,14 @@ class _Writer:
                 c.counts = counts
         else:
             if c.meta is None:
-                self._op("o", c.k, "log", {})
+                self._op(f'["o",{c.k},"log"', "{}")
                 c.meta = "log"
             live = c.obj
             counts = None
         p = _common_prefix(c.items, live)
         if p < len(c.items):
             # cut off (an undo): the rows stay, out of the list, for what still refers to them
-            self._op("ic", c.k, c.ids[p:])
+            self._op(f'["ic",{c.k},{_dumps(c.ids[p:])}')
             del c.items[p:]
             del c.ids[p:]
         if len(live) > p:
@@ -875,58 +849,23 @@ class _Writer:
                 item = live[pos]
                 i = c.next_i
                 c.next_i += 1
-                enc = self.encoder()
+                enc = _StoreEncoder(self)
                 value = enc.root(item, (None, f"item {pos}"))
                 rec = enc.done([value, counts[pos]] if counts is not None else value)
-                self._op("i", c.k, i, pos, rec)
+                self._op(f'["i",{c.k},{i},{pos}', _dumps(rec))
                 c.items.append(item)
                 c.ids.append(i)
                 if id(item) not in self.refs:
                     self.refs[id(item)] = ({"$i": [c.k, i]}, item, c.k)
 
     def _write_dicts(self) -> None:
-        written: list[tuple[int, dict[str, Any]]] = []  # (k, dict) written or checked just now
         while self.dirty_dicts:
             k, d = self.dirty_dicts.popitem()
-            twin = self._twin(d, written)
-            if twin is not None:
-                # holds the very objects another dict of this change holds (a worker's step state
-                # merged into the task's extra state): written as "a copy of that one"
-                if self.dict_text.get(k) != ("same", twin):
-                    self._op("o", k, "same", twin)
-                    self.dict_text[k] = ("same", twin)
-                    self.copies.setdefault(twin, set()).add(k)
-                continue
-            enc = self.encoder()
-            rec = enc.root(d, (None, "state"))
-            n = rec.get("$id")
-            if n is not None and n not in enc.used:
-                del rec["$id"]  # nothing in the record refers to the dict: unchanged, it reads the same
-            enc.done(rec)
-            if self.dict_text.get(k) != rec:
-                self._op("o", k, "dict", rec)
-                self.dict_text[k] = rec
-                for other in self.copies.pop(k, ()):
-                    if self.dict_text.get(other) == ("same", k):  # a copy of what k held: unknown now
-                        self.dict_text[other] = None
-            written.append((k, d))
-
-    def _twin(self, d: dict[str, Any], written: list[tuple[int, dict[str, Any]]]) -> int | None:
-        """A dict written just now with the same keys holding the same objects, if ``d``'s
-        values are JSON scalars or objects with rows of their own (so nothing nested is copied)."""
-        if not written or len(written) > 8:
-            return None
-        refs = self.refs
-        for key, v in d.items():
-            tv = type(v)
-            if not (tv in _SCALARS or (tv is str and len(v) < SHARED_STR_CHARS)):
-                found = refs.get(id(v))
-                if found is None or found[1] is not v or "$i" in found[0] or "p" in found[0]:
-                    return None
-        for k1, d1 in written:
-            if len(d1) == len(d) and all(d1.get(key, _MISSING) is v for key, v in d.items()):
-                return k1
-        return None
+            enc = _StoreEncoder(self)
+            text = _dumps(enc.done(enc.root(d, (None, "state"))))
+            if self.dict_text.get(k) != text:
+                self._op(f'["o",{k},"dict"', text)
+                self.dict_text[k] = text
 
     # ----- one task ---------------------------------------------------------------------
     def _write_task(self, state: TaskState, dirty: set[str] | None) -> None:
@@ -1005,17 +944,21 @@ class _Writer:
             model = step_models.get(sid)
             if model is not None:
                 rec["model"] = model
-            self._op("s", seq, _ord(m, sid), rec)
+            self._op(f'["s",{seq},{_ord(m, sid)}', _dumps(rec))
         m.registered = len(state.steps)
         fresh = {m.out_n[id(out)]: [None, 0, None] for out in new_outputs}  # cpos, done, upos
         self._positions(state, m, dirty, fresh)
         for out in new_outputs:
             n = m.out_n[id(out)]
-            enc = self.encoder()
+            enc = _StoreEncoder(self)
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
-            self._op("u", seq, n, fresh[n], enc.done(rec))
+            cpos, done, upos = fresh[n]  # ints or None
+            self._op(
+                f'["u",{seq},{n},[{"null" if cpos is None else int(cpos)},{int(done)},{"null" if upos is None else int(upos)}]',
+                _dumps(enc.done(rec)),
+            )
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
@@ -1033,7 +976,7 @@ class _Writer:
             })[:-1]
         final = state.final_response
         if final is not None:
-            enc = self.encoder()
+            enc = _StoreEncoder(self)
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
@@ -1069,76 +1012,72 @@ class _Writer:
     def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
         """Which outputs are completed (in order), done (by step) and undone (in order).
         Rows about to be written (``fresh``: n -> [cpos, done, upos]) get theirs there."""
-        out_n = m.out_n
-        moved: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # by slot: [value, n] of rows written before
+        seq = m.seq
 
-        def place(slot: int, value: Any, n: int) -> None:
-            row = fresh.get(n)
-            if row is not None:
-                row[slot] = value
-            else:
-                moved[slot].append([value, n])
+        def put(column: str, values: list[tuple[Any, int]]) -> None:
+            slot = _SLOTS[column]
+            old = []
+            for value, n in values:
+                if n in fresh:
+                    fresh[n][slot] = value
+                else:
+                    old.append([value, n])
+            if old:
+                self._op(f'["p",{seq},{slot},{_dumps(old)}')
 
-        for slot, written, live in ((0, m.completed, state.completed_steps), (2, m.undone, state.undone_outputs)):
+        for column, written, live in (("cpos", m.completed, state.completed_steps), ("upos", m.undone, state.undone_outputs)):
             p = _common_prefix(written, live)
             if p < len(written):
-                for o in written[p:]:
-                    place(slot, None, out_n[id(o)])
+                put(column, [(None, m.out_n[id(o)]) for o in written[p:]])
                 del written[p:]
             if len(live) > p:
-                for i in range(p, len(live)):
-                    place(slot, i, out_n[id(live[i])])
+                put(column, [(i, m.out_n[id(live[i])]) for i in range(p, len(live))])
                 written.extend(live[p:])
-        outputs, done = state.outputs, m.done
-        for sid in (outputs if dirty is None else dirty):
-            live_out = outputs.get(sid)
-            old = done.get(sid)
+        check = state.outputs.keys() if dirty is None else dirty
+        for sid in list(check):
+            live_out = state.outputs.get(sid)
+            old = m.done.get(sid)
             if live_out is not old:
                 if old is not None:
-                    place(1, 0, out_n[id(old)])
-                    del done[sid]
+                    put("done", [(0, m.out_n[id(old)])])
+                    del m.done[sid]
                 if live_out is not None:
-                    place(1, 1, out_n[id(live_out)])
-                    done[sid] = live_out
-        stale = len(done) != len(outputs)
+                    put("done", [(1, m.out_n[id(live_out)])])
+                    m.done[sid] = live_out
+        stale = len(m.done) != len(state.outputs)
         if not stale:
-            for sid in itertools.islice(reversed(done), 2):
-                if outputs.get(sid) is not done[sid]:
+            for sid in itertools.islice(reversed(m.done), 2):
+                if state.outputs.get(sid) is not m.done[sid]:
                     stale = True
                     break
         if stale:
-            self._op("pd", m.seq)  # done=0 for every output
-            moved[1].clear()
-            for row in fresh.values():
-                row[1] = 0
-            for o in outputs.values():
-                place(1, 1, out_n[id(o)])
-            m.done = dict(outputs)
-        for slot in (0, 1, 2):
-            if moved[slot]:
-                self._op("p", m.seq, slot, moved[slot])
+            self._op(f'["pd",{seq}')  # done=0 for every output
+            for slot in fresh.values():
+                slot[1] = 0
+            put("done", [(1, m.out_n[id(o)]) for o in state.outputs.values()])
+            m.done = dict(state.outputs)
 
     def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:
         tid, seq = state.task_id, m.seq
         kind = "h" if table == "history" else "f"
         p = _common_prefix(written, live)
         if p < len(written):
-            self._op(kind + "x", seq, p)  # cut the list at p
+            self._op(f'["{kind}x",{seq},{p}')  # cut the list at p
             del written[p:]
         for i in range(p, len(live)):
             item = live[i]
             if table == "history":
-                enc = self.encoder()
+                enc = _StoreEncoder(self)
                 enc.steps = known
                 enc.output_index = m.out_n
                 rec = enc.done(_snapshot_to_dict(enc, item, (None, f"task {tid} history[{i}]")))
             else:
                 rec = _failure_record(item)
-            self._op(kind, seq, i, rec)
+            self._op(f'["{kind}",{seq},{i}', _dumps(rec))
             written.append(item)
 
 
-_SCALARS = frozenset({int, float, bool, type(None)})
+_SLOTS = {"cpos": 0, "done": 1, "upos": 2}  # an output's positions, as its records list them
 
 
 def _ord(m: _Mirror, sid: str) -> int:
@@ -1230,7 +1169,6 @@ class _Rows:
         lists: dict[str, dict[int, list[Any]]] = {"h": {}, "f": {}}  # history, failures
         items: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos, record]
         objects = rows.objects
-        twins: dict[int, list[int]] = {}  # k -> the dicts written as "the same as k" since k was
         where = f"run {run!r}"
         op: Any = None
         try:
@@ -1238,17 +1176,7 @@ class _Rows:
                 for op in _loads(text, where):
                     kind = op[0]
                     if kind == "o":
-                        k = op[1]
-                        for other in twins.pop(k, ()):  # copies of what k held: now their own
-                            if objects.get(other) == ("same", k):
-                                objects[other] = objects[k]
-                                if objects[k][0] == "same":
-                                    twins.setdefault(objects[k][1], []).append(other)
-                        if op[2] == "same":
-                            if objects[op[3]][0] not in ("dict", "same"):
-                                raise ValueError(f"object {op[3]} is not a dict")
-                            twins.setdefault(op[3], []).append(k)
-                        objects[k] = (op[2], op[3])
+                        objects[op[1]] = (op[2], op[3])
                     elif kind == "i":
                         items.setdefault(op[1], {})[op[2]] = [op[3], op[4]]
                     elif kind == "ic":
@@ -1389,14 +1317,6 @@ class _StoreDecoder(_Decoder):
         if entry is None:
             raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
         kind, rec = entry
-        if kind == "same":  # the same objects as dict ``rec`` holds
-            same: dict[str, Any] = {}
-            self.built[k] = same
-            src = self._object(rec, where)
-            if not isinstance(src, dict):
-                raise self.fail(where, f"stored object {k} copies {rec}, which is not a dict")
-            same.update(src)
-            return same
         if kind == "dict":
             out: dict[str, Any] = {}
             self.built[k] = out

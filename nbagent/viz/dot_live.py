@@ -254,7 +254,7 @@ class LiveDot:
         if list(step.next_steps) != [new] or list(nxt.prev_steps) != [last] or nxt.next_steps:
             return None
         prev = self._ins.get(s, ())
-        if len(step.prev_steps) != len(prev) or any(pos.get(p, s) >= s or last not in info[p].next
+        if s in self._outs or len(step.prev_steps) != len(prev) or any(pos.get(p, s) >= s or last not in info[p].next
                                                     for p in step.prev_steps):
             return None
         collapse_after = self.opts["collapse_after"]
@@ -266,20 +266,27 @@ class LiveDot:
         order.append(new)
         seen.append(done[-1])
         e = self.e
-        live = [edge for edge in self._live if edge[0] >= e]
-        live.append((s, n0))
-        outs: dict[int, list[int]] = {}
-        ins: dict[int, list[int]] = {}
-        for a, b in live:
-            outs.setdefault(a, []).append(b)
-            ins.setdefault(b, []).append(a)
-        self._live, self._outs, self._ins = live, outs, ins
+        live, outs, ins = self._live, self._outs, self._ins
+        k = 0
+        while k < len(live) and live[k][0] < e:  # sorted by source: drop the frozen sources' edges
+            a, b = live[k]
+            outs.pop(a, None)
+            into = ins.get(b)
+            if into is not None:
+                into.remove(a)
+                if not into:
+                    del ins[b]
+            k += 1
+        if k:
+            del live[:k]
+        live.append((s, n0))  # the last source: the list stays sorted
+        outs[s] = [n0]
+        ins[n0] = [s]
         undone = _Undone(state) if state.undone_edges else _NO_UNDONE
         self._settle(undone)
         n, s, d = n0 + 1, self.s, self.d
         keep_ends = self.opts["keep_ends"]
-        if (s != n0 or (self.collapsing and max(d, keep_ends) < n - keep_ends) or undone.edges
-                or state.undone_outputs):
+        if s != n0 or (self.collapsing and max(d, keep_ends) < n - keep_ends):
             return self._text(undone)  # the rarer shapes: the general text
         status = self._stopped[1] if self._stopped[0] == new else _status(state, new)
         if status is _UNDONE:
@@ -307,6 +314,14 @@ class LiveDot:
             if line is not None:
                 lines.append(line)
         lines.append(self._step_line(new, status, self.live + 1, f"s{n0}"))
+        dashed: list[tuple[str, str]] = []
+        if undone.edges or state.undone_outputs:  # the undo section (O(undone runs))
+            def name_of(sid: str) -> str:
+                i = pos[sid]
+                return self._name(sid) if i < d else f"s{i}"
+
+            ghost_edges, cut_edges = self._undone_section(undone, {new: status}, {new: self.live + 1}, name_of, lines)
+            dashed = [*ghost_edges, *cut_edges]
         lines.extend(self.edge_lines)
         e = self.e
         names = []
@@ -329,6 +344,11 @@ class LiveDot:
                 continue
             fresh.add((na, nb))
             lines.append(f"  {na} -> {nb};")
+        for na, nb in dashed:
+            if na == nb or (na, nb) in drawn or (na, nb) in fresh:
+                continue
+            fresh.add((na, nb))
+            lines.append(f'  {na} -> {nb} [style="dashed", color="{_UNDONE_EDGE_COLOR}"];')
         if self.opts["legend"]:
             lines.extend(_legend_lines(self.opts["wrap"]))
         lines.append("}\n")
