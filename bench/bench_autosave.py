@@ -51,6 +51,7 @@ def main() -> None:
     auto_task = auto.create_task("go")
     plain: dict[int, float] = {}
     stored: dict[int, float] = {}
+    means: dict[int, tuple[float, float]] = {}
     done = 0
     for mark in MARKS:  # both advance together; windows alternate (a busy machine is fair to both)
         step_time(runner, task, mark - WINDOW - done)
@@ -60,12 +61,16 @@ def main() -> None:
             p.append(step_time(runner, task, 20))
             q.append(step_time(auto, auto_task, 20))
         plain[mark], stored[mark] = min(p), min(q)
+        means[mark] = (sum(p) / len(p), sum(q) / len(q))
         done = mark
     print(f"autosave cost per step (CustomSimpleAgentWorker, undo on), best of {WINDOW // 20} windows of 20 steps "
-          "before each mark:")
+          "before each mark (mean of the windows in brackets: it includes garbage collection and checkpoints):")
     for mark in MARKS:
         print(f"  at {mark:6,d} steps: plain {plain[mark] * 1e6:7.1f} us   autosave to runs.db "
-              f"{stored[mark] * 1e6:7.1f} us  ({stored[mark] / plain[mark]:.1f}x a plain step; target <= 3x)")
+              f"{stored[mark] * 1e6:7.1f} us  ({stored[mark] / plain[mark]:.1f}x a plain step; target <= 3x)"
+              f"   [mean: {means[mark][0] * 1e6:.1f} / {means[mark][1] * 1e6:.1f} us, "
+              f"{means[mark][1] / means[mark][0]:.1f}x]")
+    print(f"  (load average when it ended: {os.getloadavg()[0]:.2f}; on a busy machine the ratio varies)")
     print("save / load of a whole run (one task):")
     for mark in MARKS:
         r = AgentRunner(Counter())

@@ -35,16 +35,24 @@ class Flaky(CountingWorker):
         return response, done or input == "stop"
 
 
+class FlakyFlat(Flaky):
+    """The same, with a state of scalars and objects with rows of their own: its step state
+    and the task's extra state hold the very same objects, and are written as twins."""
+
+    def _initialize_state(self, task: Task, **kwargs: Any) -> dict[str, Any]:
+        return {"count": 0, "seen_inputs": AppendLog()}
+
+
 def _run_id(runner: AgentRunner) -> str:
     return runner.__dict__["_store_origin"][1]  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("runner_cls", [AgentRunner, ParallelAgentRunner])
-def test_random_changes_load_exactly_like_the_live_runner(tmp_path: Path, runner_cls: type) -> None:
+@pytest.mark.parametrize(("runner_cls", "worker_cls"), [(AgentRunner, Flaky), (ParallelAgentRunner, Flaky), (AgentRunner, FlakyFlat)])
+def test_random_changes_load_exactly_like_the_live_runner(tmp_path: Path, runner_cls: type, worker_cls: type) -> None:
     seed_ids(5)
     rng = random.Random(7)
     db = tmp_path / "runs.db"
-    worker = Flaky(target=10**6)
+    worker = worker_cls(target=10**6)
     runner = runner_cls(worker, autosave=db)
     tasks = [runner.create_task("first")]
     done = 0
@@ -77,7 +85,7 @@ def test_random_changes_load_exactly_like_the_live_runner(tmp_path: Path, runner
     assert done and len(runner.tasks) > 1  # the walk went through every kind of change
     assert any(s.failures for s in runner.tasks.values()) and any(s.undone_outputs for s in runner.tasks.values())
     # and the loaded run goes on like the live one
-    loaded = runner_cls.load(db, Flaky(target=10**6))
+    loaded = runner_cls.load(db, worker_cls(target=10**6))
     for r in (runner, loaded):
         seed_ids(11)
         for state in list(r.tasks.values()):
@@ -103,18 +111,10 @@ def test_another_connection_sees_each_step_as_soon_as_run_step_returns(tmp_path:
     reader.close()
 
 
-class Steady(CountingWorker):
-    """Keeps its growing state where a step's snapshot is O(1) (memory, AppendLog), as
-    nbagent's own workers do (CountingWorker's plain list of inputs is rewritten every step)."""
-
-    def _initialize_state(self, task: Task, **kwargs: Any) -> dict[str, Any]:
-        return {"count": 0, "seen_inputs": AppendLog()}
-
-
 def test_a_step_appends_one_log_row_of_the_same_size_at_step_10_and_step_600(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     store = RunStore(db)
-    runner = AgentRunner(Steady(target=10**6), store=store)  # type: ignore[arg-type]
+    runner = AgentRunner(FlakyFlat(target=10**6), store=store)  # type: ignore[arg-type]
     task = runner.create_task("go")
     reader = sqlite3.connect(db)
     sizes = {}
@@ -187,3 +187,49 @@ def test_old_and_damaged_stores_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(PersistError, match="output 7 follows"):
         RunStore(bad).load()
     con.close()
+
+
+def test_a_dict_written_as_a_twin_keeps_what_its_twin_held_then(tmp_path: Path) -> None:
+    """A step state written as "the same as the extra state" must not follow the extra state's
+    later changes (replayed directly: the runner rewrites both together)."""
+    from nbagent.store.sqlite import _Rows, _run_range
+
+    store = RunStore(tmp_path / "runs.db")
+    db = store._db
+    db.execute("INSERT INTO runs(run_id, created, updated, header) VALUES('r', 0, 0, '{}')")
+    no = db.execute("SELECT no FROM runs").fetchone()[0]
+    lo = _run_range(no)[0]
+    rows = [
+        [["o", 1, "dict", {"$id": 1, "n": 1}], ["o", 2, "same", 1], ["o", 3, "same", 2]],
+        [["o", 1, "dict", {"$id": 5, "n": 2}]],  # 1 changes: 2 (and 3, a copy of 2) keep n=1
+        [["o", 4, "same", 1]],
+    ]
+    for i, ops in enumerate(rows):
+        db.execute("INSERT INTO log VALUES(?, ?)", (lo + i, json.dumps(ops)))
+    got = _Rows.read(db, "r", no, None).objects
+    assert got[1] == ("dict", {"$id": 5, "n": 2}) and got[4] == ("same", 1)
+    assert got[2] == ("dict", {"$id": 1, "n": 1})
+    assert got[3] == ("same", 2)
+    db.execute("INSERT INTO log VALUES(?, ?)", (lo + 9, json.dumps([["o", 5, "same", 99]])))
+    with pytest.raises(PersistError, match="corrupt"):
+        _Rows.read(db, "r", no, None)
+
+
+def test_a_renumbered_task_row_is_found_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    runner = AgentRunner(CountingWorker(target=10**6), autosave=db)  # type: ignore[arg-type]
+    tasks = [runner.create_task(f"t{i}") for i in range(3)]
+    for task in tasks:
+        runner.run_step(task)
+    runner.delete_task(tasks[0])
+    other = sqlite3.connect(db)
+    # another process renumbers the rows (VACUUM may: the table has no INTEGER PRIMARY KEY)
+    other.execute("UPDATE tasks SET rowid = rowid + 100")
+    other.commit()
+    for _ in range(2):
+        runner.run_step(tasks[2])
+        runner.run_step(tasks[1])
+    assert {i.input: i.steps for i in RunStore(db).tasks()} == {"t1": 3, "t2": 3}
+    assert other.execute("SELECT count(*) FROM tasks").fetchone()[0] == 2
+    same(runner, AgentRunner.load(db))
+    other.close()

@@ -94,6 +94,7 @@ from nbagent.store.codec import (
     runner_from_dict,
 )
 from nbagent.store.values import (
+    SHARED_STR_CHARS,
     _ALLOWED,
     memory_tokenizer,
     Path_,
@@ -215,6 +216,7 @@ class RunStore:
             self._db = sqlite3.connect(
                 str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
             )
+            self._cur = self._db.cursor()  # for the statements of every step (one cursor, not one each)
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL: a commit survives the process being killed; no fsync per step
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -287,6 +289,8 @@ class RunStore:
         ``key`` and ``tag`` for ``tasks``/``task`` to find; one transaction."""
         state = runner.state_of(task)
         writer = self._writer(runner)
+        if writer.broken:  # a write failed half-way: what it remembers may be ahead of the store
+            writer.rewrite()
         writer.begin()
         try:
             with self._tx():
@@ -432,14 +436,14 @@ class _Tx:
     def __enter__(self) -> None:
         self.store._lock.acquire()
         try:
-            self.store._db.execute(self.begin)
+            self.store._cur.execute(self.begin)
         except BaseException:
             self.store._lock.release()
             raise
 
     def __exit__(self, kind: Any, *_: Any) -> None:
         try:
-            self.store._db.execute("ROLLBACK" if kind is not None else "COMMIT")
+            self.store._cur.execute("ROLLBACK" if kind is not None else "COMMIT")
         finally:
             self.store._lock.release()
 
@@ -477,6 +481,19 @@ class _StoreEncoder(_Encoder):
         super().__init__()
         self.w = writer
         self.base = writer.counter
+        self.busy = True
+
+    def again(self) -> _StoreEncoder:
+        """This encoder, emptied for the next record (a step encodes ~8: one is reused)."""
+        self.numbers.clear()
+        self.keep.clear()
+        self.used.clear()
+        self.building.clear()
+        self.steps = {}
+        self.output_index = {}
+        self.base = self.w.counter
+        self.busy = True
+        return self
 
     def _number(self, obj: Any) -> tuple[int, bool]:
         # numbers unique across the whole run: every row is decoded with one table
@@ -522,6 +539,7 @@ class _StoreEncoder(_Encoder):
         # the "$id" marks nobody refers to stay: harmless, and stripping them would cost a
         # second walk over every row
         self.w.counter = self.base + len(self.keep)
+        self.busy = False
         return node
 
 
@@ -555,7 +573,7 @@ class _Mirror:
         self.history: list[Any] = []
         self.failures: list[Any] = []
         self.order: dict[str, int] = {}  # step id -> its place among the task's step rows
-        self.row = False  # whether the task's row in ``tasks`` was written
+        self.row = 0  # the rowid of the task's row in ``tasks``, once this mirror wrote it
         self.fixed: Any = None  # what the task row's fixed part was written from
         self.fixed_text = ""  # and that part's JSON (without its closing brace)
 
@@ -583,11 +601,13 @@ class _Writer:
     def __init__(self, store: RunStore, runner: AgentRunner, run_id: str) -> None:
         self.store = store
         self.db = store._db
+        self.cur = store._cur
         self.runner = runner
         self.run_id = run_id
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
-        self.ops: list[str] = []  # the records this transaction writes, each as JSON text
+        self.ops: list[list[Any]] = []  # the records this transaction writes (JSON-ready)
+        self._encoder: _StoreEncoder | None = None
         self._reset()
         self.broken = False
 
@@ -598,12 +618,21 @@ class _Writer:
         self.mirrors: dict[str, _Mirror] = {}
         self.touched: set[int] = set()
         self.dirty_dicts: dict[int, dict[str, Any]] = {}
-        self.dict_text: dict[int, str] = {}  # what each dict's row holds now
+        self.dict_text: dict[int, Any] = {}  # what each dict's record holds now (the record, or ("same", k))
         self.synced: set[int] = set()  # containers written in this transaction (nothing changes meanwhile)
+        self.copies: dict[int, set[int]] = {}  # dict k -> the dicts last written as "the same as k"
         self.next_k = 0
         self.counter = 0
         self.header = ""
         self.seq = 0
+
+    def encoder(self) -> _StoreEncoder:
+        """An encoder for one record (the writer's own, unless it is in use)."""
+        enc = self._encoder
+        if enc is None or enc.busy:
+            enc = self._encoder = _StoreEncoder(self)
+            return enc
+        return enc.again()
 
     def begin(self) -> None:
         """Before a transaction's changes: nothing buffered, no container written yet."""
@@ -642,10 +671,9 @@ class _Writer:
                 self.run_no = row[0]
         return self.run_no
 
-    def _op(self, head: str, rec: str | None = None) -> None:
-        """Add a record to this transaction: ``head`` is its JSON array text without the closing
-        bracket, ``rec`` the JSON text of the piece it holds (if any)."""
-        self.ops.append(head + "]" if rec is None else head + "," + rec + "]")
+    def _op(self, *record: Any) -> None:
+        """Add a record to this transaction (its values JSON-ready: encoded already)."""
+        self.ops.append(list(record))
 
     def flush(self) -> None:
         """Write this transaction's records as one log row (inside the transaction)."""
@@ -660,7 +688,7 @@ class _Writer:
             self.log_seq = 0 if last is None else last - lo + 1
         if self.log_seq >= 1 << _RUN_BITS:
             raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
-        self.db.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, "[" + ",".join(self.ops) + "]"))
+        self.cur.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, _dumps(self.ops)))
         self.log_seq += 1
         self.ops.clear()
 
@@ -678,7 +706,7 @@ class _Writer:
         settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
         pricing = runner.__dict__.get("_pricing")
         rng = _ids.current_rng()
-        enc = _StoreEncoder(self)
+        enc = self.encoder()
         header = enc.done({
             "nbagent": __version__,
             "class": type(runner).__name__,
@@ -820,7 +848,7 @@ class _Writer:
                             "register it with nbagent.persist.allow_type(fn) (a module-level function)"
                         )
                     rec["tokenizer"] = ref
-                self._op(f'["o",{c.k},"mem"', _dumps(rec))
+                self._op("o", c.k, "mem", rec)
                 c.meta = meta
             live: Sequence[Any] = mem._messages
             counts = mem._counts
@@ -834,14 +862,14 @@ class _Writer:
                 c.counts = counts
         else:
             if c.meta is None:
-                self._op(f'["o",{c.k},"log"', "{}")
+                self._op("o", c.k, "log", {})
                 c.meta = "log"
             live = c.obj
             counts = None
         p = _common_prefix(c.items, live)
         if p < len(c.items):
             # cut off (an undo): the rows stay, out of the list, for what still refers to them
-            self._op(f'["ic",{c.k},{_dumps(c.ids[p:])}')
+            self._op("ic", c.k, c.ids[p:])
             del c.items[p:]
             del c.ids[p:]
         if len(live) > p:
@@ -849,23 +877,58 @@ class _Writer:
                 item = live[pos]
                 i = c.next_i
                 c.next_i += 1
-                enc = _StoreEncoder(self)
-                value = enc.root(item, (None, f"item {pos}"))
+                enc = self.encoder()
+                value = enc.root(item, ((None, "item"), pos))  # (a path, for error messages)
                 rec = enc.done([value, counts[pos]] if counts is not None else value)
-                self._op(f'["i",{c.k},{i},{pos}', _dumps(rec))
+                self._op("i", c.k, i, pos, rec)
                 c.items.append(item)
                 c.ids.append(i)
                 if id(item) not in self.refs:
                     self.refs[id(item)] = ({"$i": [c.k, i]}, item, c.k)
 
     def _write_dicts(self) -> None:
+        written: list[tuple[int, dict[str, Any]]] = []  # (k, dict) written or checked just now
         while self.dirty_dicts:
             k, d = self.dirty_dicts.popitem()
-            enc = _StoreEncoder(self)
-            text = _dumps(enc.done(enc.root(d, (None, "state"))))
-            if self.dict_text.get(k) != text:
-                self._op(f'["o",{k},"dict"', text)
-                self.dict_text[k] = text
+            twin = self._twin(d, written)
+            if twin is not None:
+                # holds the very objects another dict of this change holds (a worker's step state
+                # merged into the task's extra state): written as "a copy of that one"
+                if self.dict_text.get(k) != ("same", twin):
+                    self._op("o", k, "same", twin)
+                    self.dict_text[k] = ("same", twin)
+                    self.copies.setdefault(twin, set()).add(k)
+                continue
+            enc = self.encoder()
+            rec = enc.root(d, (None, "state"))
+            n = rec.get("$id")
+            if n is not None and n not in enc.used:
+                del rec["$id"]  # nothing in the record refers to the dict: unchanged, it reads the same
+            enc.done(rec)
+            if self.dict_text.get(k) != rec:
+                self._op("o", k, "dict", rec)
+                self.dict_text[k] = rec
+                for other in self.copies.pop(k, ()):
+                    if self.dict_text.get(other) == ("same", k):  # a copy of what k held: unknown now
+                        self.dict_text[other] = None
+            written.append((k, d))
+
+    def _twin(self, d: dict[str, Any], written: list[tuple[int, dict[str, Any]]]) -> int | None:
+        """A dict written just now with the same keys holding the same objects, if ``d``'s
+        values are JSON scalars or objects with rows of their own (so nothing nested is copied)."""
+        if not written or len(written) > 8:
+            return None
+        refs = self.refs
+        for key, v in d.items():
+            tv = type(v)
+            if not (tv in _SCALARS or (tv is str and len(v) < SHARED_STR_CHARS)):
+                found = refs.get(id(v))
+                if found is None or found[1] is not v or "$i" in found[0] or "p" in found[0]:
+                    return None
+        for k1, d1 in written:
+            if len(d1) == len(d) and all(d1.get(key, _MISSING) is v for key, v in d.items()):
+                return k1
+        return None
 
     # ----- one task ---------------------------------------------------------------------
     def _write_task(self, state: TaskState, dirty: set[str] | None) -> None:
@@ -944,21 +1007,17 @@ class _Writer:
             model = step_models.get(sid)
             if model is not None:
                 rec["model"] = model
-            self._op(f'["s",{seq},{_ord(m, sid)}', _dumps(rec))
+            self._op("s", seq, _ord(m, sid), rec)
         m.registered = len(state.steps)
         fresh = {m.out_n[id(out)]: [None, 0, None] for out in new_outputs}  # cpos, done, upos
         self._positions(state, m, dirty, fresh)
         for out in new_outputs:
             n = m.out_n[id(out)]
-            enc = _StoreEncoder(self)
+            enc = self.encoder()
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
-            rec = _output_record(enc, out, (None, f"task {tid} output {n}"))
-            cpos, done, upos = fresh[n]  # ints or None
-            self._op(
-                f'["u",{seq},{n},[{"null" if cpos is None else int(cpos)},{int(done)},{"null" if upos is None else int(upos)}]',
-                _dumps(enc.done(rec)),
-            )
+            rec = _output_record(enc, out, (((None, "task"), tid), ".output"))
+            self._op("u", seq, n, fresh[n], enc.done(rec))
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
@@ -976,7 +1035,7 @@ class _Writer:
             })[:-1]
         final = state.final_response
         if final is not None:
-            enc = _StoreEncoder(self)
+            enc = self.encoder()
             enc.steps = known  # type: ignore[assignment]
             enc.output_index = m.out_n
             final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
@@ -995,89 +1054,95 @@ class _Writer:
         response = getattr(state.final_response, "response", None)
         if not isinstance(response, str):
             response = None
-        if m.row:  # the row is there (this mirror wrote it): update it in place
-            db.execute(
-                "UPDATE tasks SET status=?, response=?, steps=?, updated=?, head=? WHERE run_id=? AND task_id=?",
-                (status, response, len(state.completed_steps), time.time(), head, run, tid),
+        if m.row:  # the row is there (this mirror wrote it): update it in place, found by its rowid
+            self.cur.execute(
+                "UPDATE tasks SET status=?, response=?, steps=?, updated=?, head=? WHERE rowid=? AND task_id=? AND run_id=?",
+                (status, response, len(state.completed_steps), time.time(), head, m.row, tid, run),
             )
-        else:
+            if self.cur.rowcount != 1:  # moved (a VACUUM renumbers rows): find it by its key
+                m.row = 0
+        if not m.row:
             db.execute(
                 "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
                 "status=excluded.status, response=excluded.response, steps=excluded.steps, "
                 "updated=excluded.updated, head=excluded.head",
                 (run, tid, m.seq, status, task.input, response, len(state.completed_steps), time.time(), head),
             )
-            m.row = True
+            m.row = db.execute("SELECT rowid FROM tasks WHERE run_id=? AND task_id=?", (run, tid)).fetchone()[0]
 
     def _positions(self, state: TaskState, m: _Mirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
         """Which outputs are completed (in order), done (by step) and undone (in order).
         Rows about to be written (``fresh``: n -> [cpos, done, upos]) get theirs there."""
-        seq = m.seq
+        out_n = m.out_n
+        moved: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # by slot: [value, n] of rows written before
 
-        def put(column: str, values: list[tuple[Any, int]]) -> None:
-            slot = _SLOTS[column]
-            old = []
-            for value, n in values:
-                if n in fresh:
-                    fresh[n][slot] = value
-                else:
-                    old.append([value, n])
-            if old:
-                self._op(f'["p",{seq},{slot},{_dumps(old)}')
+        def place(slot: int, value: Any, n: int) -> None:
+            row = fresh.get(n)
+            if row is not None:
+                row[slot] = value
+            else:
+                moved[slot].append([value, n])
 
-        for column, written, live in (("cpos", m.completed, state.completed_steps), ("upos", m.undone, state.undone_outputs)):
+        for slot, written, live in ((0, m.completed, state.completed_steps), (2, m.undone, state.undone_outputs)):
             p = _common_prefix(written, live)
             if p < len(written):
-                put(column, [(None, m.out_n[id(o)]) for o in written[p:]])
+                for o in written[p:]:
+                    place(slot, None, out_n[id(o)])
                 del written[p:]
             if len(live) > p:
-                put(column, [(i, m.out_n[id(live[i])]) for i in range(p, len(live))])
+                for i in range(p, len(live)):
+                    place(slot, i, out_n[id(live[i])])
                 written.extend(live[p:])
-        check = state.outputs.keys() if dirty is None else dirty
-        for sid in list(check):
-            live_out = state.outputs.get(sid)
-            old = m.done.get(sid)
+        outputs, done = state.outputs, m.done
+        for sid in (outputs if dirty is None else dirty):
+            live_out = outputs.get(sid)
+            old = done.get(sid)
             if live_out is not old:
                 if old is not None:
-                    put("done", [(0, m.out_n[id(old)])])
-                    del m.done[sid]
+                    place(1, 0, out_n[id(old)])
+                    del done[sid]
                 if live_out is not None:
-                    put("done", [(1, m.out_n[id(live_out)])])
-                    m.done[sid] = live_out
-        stale = len(m.done) != len(state.outputs)
+                    place(1, 1, out_n[id(live_out)])
+                    done[sid] = live_out
+        stale = len(done) != len(outputs)
         if not stale:
-            for sid in itertools.islice(reversed(m.done), 2):
-                if state.outputs.get(sid) is not m.done[sid]:
+            for sid in itertools.islice(reversed(done), 2):
+                if outputs.get(sid) is not done[sid]:
                     stale = True
                     break
         if stale:
-            self._op(f'["pd",{seq}')  # done=0 for every output
-            for slot in fresh.values():
-                slot[1] = 0
-            put("done", [(1, m.out_n[id(o)]) for o in state.outputs.values()])
-            m.done = dict(state.outputs)
+            self._op("pd", m.seq)  # done=0 for every output
+            moved[1].clear()
+            for row in fresh.values():
+                row[1] = 0
+            for o in outputs.values():
+                place(1, 1, out_n[id(o)])
+            m.done = dict(outputs)
+        for slot in (0, 1, 2):
+            if moved[slot]:
+                self._op("p", m.seq, slot, moved[slot])
 
     def _list_rows(self, table: str, written: list[Any], live: Sequence[Any], state: TaskState, m: _Mirror, known: Any) -> None:
         tid, seq = state.task_id, m.seq
         kind = "h" if table == "history" else "f"
         p = _common_prefix(written, live)
         if p < len(written):
-            self._op(f'["{kind}x",{seq},{p}')  # cut the list at p
+            self._op(kind + "x", seq, p)  # cut the list at p
             del written[p:]
         for i in range(p, len(live)):
             item = live[i]
             if table == "history":
-                enc = _StoreEncoder(self)
+                enc = self.encoder()
                 enc.steps = known
                 enc.output_index = m.out_n
-                rec = enc.done(_snapshot_to_dict(enc, item, (None, f"task {tid} history[{i}]")))
+                rec = enc.done(_snapshot_to_dict(enc, item, (((None, "task"), tid), ".history")))
             else:
                 rec = _failure_record(item)
-            self._op(f'["{kind}",{seq},{i}', _dumps(rec))
+            self._op(kind, seq, i, rec)
             written.append(item)
 
 
-_SLOTS = {"cpos": 0, "done": 1, "upos": 2}  # an output's positions, as its records list them
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def _ord(m: _Mirror, sid: str) -> int:
@@ -1169,6 +1234,7 @@ class _Rows:
         lists: dict[str, dict[int, list[Any]]] = {"h": {}, "f": {}}  # history, failures
         items: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos, record]
         objects = rows.objects
+        twins: dict[int, list[int]] = {}  # k -> the dicts written as "the same as k" since k was
         where = f"run {run!r}"
         op: Any = None
         try:
@@ -1176,7 +1242,17 @@ class _Rows:
                 for op in _loads(text, where):
                     kind = op[0]
                     if kind == "o":
-                        objects[op[1]] = (op[2], op[3])
+                        k = op[1]
+                        for other in twins.pop(k, ()):  # copies of what k held: now their own
+                            if objects.get(other) == ("same", k):
+                                objects[other] = objects[k]
+                                if objects[k][0] == "same":
+                                    twins.setdefault(objects[k][1], []).append(other)
+                        if op[2] == "same":
+                            if objects[op[3]][0] not in ("dict", "same"):
+                                raise ValueError(f"object {op[3]} is not a dict")
+                            twins.setdefault(op[3], []).append(k)
+                        objects[k] = (op[2], op[3])
                     elif kind == "i":
                         items.setdefault(op[1], {})[op[2]] = [op[3], op[4]]
                     elif kind == "ic":
@@ -1317,6 +1393,14 @@ class _StoreDecoder(_Decoder):
         if entry is None:
             raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
         kind, rec = entry
+        if kind == "same":  # the same objects as dict ``rec`` holds
+            same: dict[str, Any] = {}
+            self.built[k] = same
+            src = self._object(rec, where)
+            if not isinstance(src, dict):
+                raise self.fail(where, f"stored object {k} copies {rec}, which is not a dict")
+            same.update(src)
+            return same
         if kind == "dict":
             out: dict[str, Any] = {}
             self.built[k] = out

@@ -76,6 +76,9 @@ def _resolve(ref: str, where: str) -> Any:
     found = _ALLOWED.get(ref)
     if found is not None:
         return found
+    found = _RESOLVED.get(ref)
+    if found is not None:
+        return found
     if not _is_nbagent(ref):
         raise PersistError(
             f"{where}: the file names {ref!r}, which is not an nbagent class; loading imports only "
@@ -95,7 +98,11 @@ def _resolve(ref: str, where: str) -> Any:
         raise PersistError(f"{where}: cannot find {ref!r} ({type(err).__name__}: {err})") from err
     if not isinstance(obj, type) or not _is_nbagent(f"{obj.__module__}:"):
         raise PersistError(f"{where}: {ref!r} is not a class defined in nbagent")
+    _RESOLVED[ref] = obj
     return obj
+
+
+_RESOLVED: dict[str, type] = {}  # nbagent's own classes found by _resolve (a load names a few, 10,000s of times)
 
 
 # ----- paths for error messages (built only when an error happens) ---------------------------
