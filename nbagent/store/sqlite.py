@@ -44,7 +44,8 @@ in it are tagged JSON (``nbagent.store.values``) plus three references to other 
 item ``i`` of container ``k`` (a tool output that a step's output and the state both hold
 stays one object). Loading puts the pieces back together and rebuilds the runner exactly as
 ``nbagent.store.codec`` does for a run file. The records of a log row (``_Rows.read`` replays
-them): ``["o", k, kind, rec]`` an object (a state dict, a memory's or log's settings),
+them): ``["o", k, kind, rec]`` an object (a state dict, a memory's or log's settings;
+``["o", k, "same", k1]``: a dict holding the very objects dict ``k1`` holds at that point),
 ``["i", k, i, pos, rec]`` an item of container ``k``, ``["ic", k, [i...]]`` items cut off
 its list (an undo), ``["s", t, ord, rec]`` a step of the task at place ``t``, ``["u", t, n,
 [cpos, done, upos], rec]`` its output ``n``, ``["p", t, slot, [[value, n]...]]`` where
