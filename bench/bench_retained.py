@@ -168,6 +168,27 @@ def tool_loop_growth() -> tuple[float, float]:
     return first, last
 
 
+def react_tool_loop_per_step(steps: int) -> float:
+    """Retained bytes per ReAct tool-loop step (undo on): each step's output shows every
+    source so far, which must cost O(1) per step (a view), not a copy of them all."""
+    act = 'Thought: add.\nAction: add\nAction Input: {"a": 1, "b": 2}'
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    worker = ReActAgentWorker.from_tools([add], llm=ScriptedLLM([act] * steps), max_iterations=steps + 1)
+
+    def run() -> Any:
+        runner = AgentRunner(worker)
+        task = runner.create_task("add many times")
+        for _ in range(steps):
+            runner.run_step(task)
+        return runner
+
+    return retained(run) / steps
+
+
 def main() -> None:
     retained(lambda: per_step.__name__)  # warm tracemalloc
     # a short run of each kind first: what the first steps of a process create once (pydantic
@@ -184,6 +205,10 @@ def main() -> None:
               f"with a message and a source {li_keep:.0f} B/step")
     print(f"retained per finished 2-step chat:                   {per_chat(None):7.0f} B/task over {CHATS} chats")
     print(f"  with max_finished_tasks=10:                        {per_chat(10):7.0f} B/task")
+    react_tool_loop_per_step(50)  # warm
+    small, big = react_tool_loop_per_step(250), react_tool_loop_per_step(2_000)
+    print(f"retained per ReAct tool-loop step (undo on): {small:7.0f} B/step at 250 steps, {big:7.0f} B/step "
+          f"at 2,000 ({big / small:.2f}x; target <= 1.3x: flat)")
     try:
         first, last = tool_loop_growth()
     except TypeError:  # a worker without max_iterations

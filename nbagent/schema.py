@@ -17,12 +17,15 @@ from pydantic import (
     Field,
     PlainValidator,
     PrivateAttr,
+    WrapSerializer,
+    WrapValidator,
     field_serializer,
     model_validator,
 )
 
 from nbagent import _sync
 from nbagent._lean import LeanModel
+from nbagent._prefix import PrefixView
 from nbagent.ids import new_id
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
@@ -235,11 +238,24 @@ class TaskStep(_LeanModel):
         return step_html(self)
 
 
+def _view_as_is(value: Any, handler: Any) -> Any:
+    return value if type(value) is PrefixView else handler(value)
+
+
+def _view_as_list(value: Any, handler: Any) -> Any:
+    return handler(list(value) if type(value) is PrefixView else value)
+
+
+# a list of ToolOutput, or a worker's O(1) view of its task's sources so far (kept as it is:
+# validating it as a list would copy it, and a long tool loop would keep O(N^2) references)
+_Sources = Annotated[list[ToolOutput], WrapValidator(_view_as_is), WrapSerializer(_view_as_list)]
+
+
 class AgentChatResponse(_LeanModel):
     """The answer of a task, with the tool outputs it was built from."""
 
     response: str = ""
-    sources: list[ToolOutput] = Field(default_factory=list)
+    sources: _Sources = Field(default_factory=list)
     metadata: dict[str, Any] | None = Field(
         default=None, description="What the worker noted about the answer (None when nothing, as in the reference)."
     )

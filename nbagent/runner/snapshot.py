@@ -14,6 +14,7 @@ from itertools import islice
 from typing import Any, Generic, SupportsIndex, TypeVar
 
 from nbagent._dicts import shared_keys
+from nbagent._prefix import PrefixView, _Cell
 
 __all__ = ["AppendLog", "OneChange", "snapshot_dict", "restore_dict", "plain_snapshot"]
 
@@ -33,7 +34,24 @@ class AppendLog(list[T], Generic[T]):
         return len(self)
 
     def restore(self, n: int) -> None:
+        cell = self.__dict__.get("_cell")
+        if cell is not None and cell.high > n:
+            # copy-on-write: the views given out keep a frozen copy of what they cover; the
+            # next view gets a new cell on this (cut) log
+            cell.items = list(self[: cell.high])
+            del self.__dict__["_cell"]
         list.__delitem__(self, slice(n, None))
+
+    def view(self) -> PrefixView[T]:
+        """The items so far, read-only, in O(1): later appends do not show in it, and an undo
+        that cuts this log leaves it as it was (see ``nbagent._prefix``)."""
+        cell = self.__dict__.get("_cell")
+        if cell is None:
+            cell = self.__dict__["_cell"] = _Cell(self)
+        n = len(self)
+        if n > cell.high:
+            cell.high = n
+        return PrefixView(cell, n)
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
         raise TypeError(

@@ -283,7 +283,7 @@ class Checkpoint:
             restore_dict(d, snap, memo)
         for log, items in self.logs:
             if len(log) != len(items) or any(a is not b for a, b in zip(log, items)):
-                list.__delitem__(log, slice(0, None))
+                log.restore(0)  # as an undo cuts it: views of it keep what they showed
                 list.extend(log, items)
         state.task.scratch_memory.restore(self.scratch)
         self.queue_obj.clear()

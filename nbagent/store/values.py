@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.runner.snapshot import AppendLog, _Saved
 from nbagent.schema import StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
@@ -213,6 +214,14 @@ class _Encoder:
         value = self.value
         return {"$type": tag, "$id": n, "items": [value(x, (path, i)) for i, x in enumerate(list(v))]}
 
+    def _view(self, v: PrefixView[Any], path: Path_) -> Any:
+        # a step's view of its task's sources so far: written as the list it shows (loads as one)
+        n, first = self._number(v)
+        if not first:
+            return {"$ref": n}
+        value = self.value
+        return {"$type": "list", "$id": n, "items": [value(x, (path, i)) for i, x in enumerate(v)]}
+
     def _tuple(self, v: tuple[Any, ...], path: Path_) -> Any:
         value = self.value
         items = [
@@ -375,6 +384,8 @@ def _handler_for(t: type) -> Callable[[_Encoder, Any, Path_], Any]:
         h: Any = E._dict
     elif t is list or t is AppendLog:
         h = E._list
+    elif t is PrefixView:
+        h = E._view
     elif t is tuple:
         h = E._tuple
     elif t is set or t is frozenset:

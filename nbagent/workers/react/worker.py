@@ -56,6 +56,13 @@ _PINK, _BLUE = "38;5;200", "34"  # the reference's print_text colours
 _STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
 
 
+def _sources_so_far(task: Task) -> Sequence[ToolOutput]:
+    """Every source of the task so far, as a step's output shows it: an O(1) view of the log
+    (a copy per step kept O(N^2) references over a long tool loop), unchanged by later steps."""
+    sources = task.extra_state["sources"]
+    return sources.view() if isinstance(sources, AppendLog) else list(sources)
+
+
 def parse_error_text(error: Exception) -> str:
     """What the model is told when its reply does not parse: the reference's words, then a
     reminder of the format."""
@@ -288,7 +295,7 @@ class ReActAgentWorker(BaseAgentWorker):
             obs = ObservationReasoningStep(observation=parse_error_text(error), is_error=True)
             self._record(task, obs)
             return TaskStepOutput(
-                output=AgentChatResponse(response=obs.content, sources=list(task.extra_state["sources"])),
+                output=AgentChatResponse(response=obs.content, sources=_sources_so_far(task)),
                 task_step=step,
                 next_steps=self._next(step),
                 is_last=False,
@@ -348,7 +355,7 @@ class ReActAgentWorker(BaseAgentWorker):
         return TaskStepOutput(
             # as the reference: the last reasoning step's text, and every source so far
             output=AgentChatResponse(
-                response=f"Observation: {out.content}", sources=list(task.extra_state["sources"])
+                response=f"Observation: {out.content}", sources=_sources_so_far(task)
             ),
             task_step=step,
             next_steps=self._next(step),
@@ -399,7 +406,7 @@ class ReActAgentWorker(BaseAgentWorker):
             self._record(task, answer)
         task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer.response))
         return TaskStepOutput(
-            output=AgentChatResponse(response=answer.response, sources=list(task.extra_state["sources"])),
+            output=AgentChatResponse(response=answer.response, sources=_sources_so_far(task)),
             task_step=step,
             next_steps=[],
             is_last=True,
@@ -424,7 +431,7 @@ class ReActAgentWorker(BaseAgentWorker):
         fenced = text.lstrip().startswith("```")
         response = StreamingAgentChatResponse(
             _rest_of_answer(stream, strip_leading=not prefix, pending=pending if prefix else ""),
-            sources=list(task.extra_state["sources"]),
+            sources=_sources_so_far(task),
             prefix=prefix,
         )
 
