@@ -51,6 +51,20 @@ class PrefixView(Sequence[T], Generic[T]):
         cell.high = len(cell.items)
         return cls(cell, cell.high)
 
+    @classmethod
+    def over(cls, items: list[T], n: int) -> PrefixView[T]:
+        """A view of the first ``n`` of ``items``, which nobody may change (a run file's
+        frozen copy, shared by the views that read it)."""
+        cell = _Cell(items)
+        cell.high = n
+        return cls(cell, n)
+
+    @property
+    def log(self) -> list[T]:
+        """The list this view reads: its first ``len(self)`` items are the view (the task's
+        live log, or a frozen copy after an undo cut the log below this view)."""
+        return self._cell.items  # type: ignore[no-any-return]
+
     def __len__(self) -> int:
         return self._n
 

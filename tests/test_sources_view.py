@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from nbagent import AgentRunner, ReActAgentWorker, ScriptedLLM, ToolOutput
 from nbagent._prefix import PrefixView
+from nbagent.persist import PersistError
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse
 
@@ -302,3 +304,56 @@ def test_llama_index_shares_one_growing_list_nbagent_keeps_each_step_as_it_was()
     second = runner.run_step(task)
     assert [s.content for s in first.output.sources] == li_first_then  # as it was at that step
     assert [s.content for s in second.output.sources] == li_first_now  # the same sources at the end
+
+
+def test_a_run_file_holds_each_source_once_and_loaded_views_share_the_loaded_log(tmp_path: Path) -> None:
+    steps = 30
+    runner = AgentRunner(react([act("add", 1, i) for i in range(steps)]))
+    task = runner.create_task("go")
+    for _ in range(steps):
+        runner.run_step(task)
+    runner.undo_step(task)  # the undone output's view is frozen: written with its own list
+    path = runner.save(tmp_path / "run.json")
+    doc = json.loads(path.read_text())
+    outs = doc["tasks"][0]["outputs"]
+    views = [o["output"]["data"]["sources"] for o in outs]
+    assert all(v["$type"] == "prefix" for v in views)
+    assert sorted(v["n"] for v in views) == list(range(1, steps + 1))
+    # N lengths and the tool outputs once, not N^2/2 references
+    assert len(re.findall(r'"tool_name":\s*"add"', path.read_text())) == steps
+    loaded = AgentRunner.load(path, react([act("mul", 5, 5)]))
+    state = loaded.state_of(task.task_id)
+    log = state.task.extra_state["sources"]
+    assert type(log) is AppendLog and len(log) == steps - 1
+    # the views read one list: the undo froze one copy of the log for the views it had handed
+    # out, and the loaded ones read that one copy (each holding a length), as the live ones did
+    frozen = state.undone_outputs[0].output.sources.log
+    assert type(frozen) is list and all(o.output.sources.log is frozen for o in state.completed_steps)
+    assert all(a is b for a, b in zip(log, frozen))
+    assert [len(o.output.sources) for o in state.completed_steps] == list(range(1, steps))
+    assert [s.content for s in state.undone_outputs[0].output.sources] == [str(1 + i) for i in range(steps)]
+    # the loaded run undoes and goes on: what the loaded outputs show does not move
+    before = shown(loaded, task.task_id)
+    loaded.undo_step(task.task_id)
+    loaded.run_step(task.task_id)
+    after = shown(loaded, task.task_id)
+    assert after[:-1] == before[:-1] and after[-1] == [*before[-1][:-1], "25"]
+    assert [s.content for s in state.undone_outputs[-1].output.sources] == before[-1]
+
+
+def test_loaded_views_read_the_loaded_log_and_a_bad_prefix_is_refused_by_name(tmp_path: Path) -> None:
+    runner = AgentRunner(react([act("add", 1, 1), act("add", 1, 2)]))
+    task = runner.create_task("go")
+    runner.run_step(task)
+    runner.run_step(task)
+    path = runner.save(tmp_path / "run.json")
+    good = AgentRunner.load(path).state_of(task.task_id)
+    assert all(o.output.sources.log is good.task.extra_state["sources"] for o in good.completed_steps)
+    doc = json.loads(path.read_text())
+    view = doc["tasks"][0]["outputs"][1]["output"]["data"]["sources"]
+    assert view["$type"] == "prefix" and view["n"] == 2
+    view["n"] = 7  # more than the log holds
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(PersistError, match="prefix"):
+        AgentRunner.load(bad)

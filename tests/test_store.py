@@ -50,6 +50,9 @@ def plain(doc: Any) -> Any:
         out: Any = {k: walk(v) for k, v in x.items() if k != "$id"}
         if out.get("$type") == "list":
             out = out["items"]
+        elif out.get("$type") == "prefix":  # a step's view of a log: the log's first n items
+            of = out["of"]
+            out = (of["items"] if isinstance(of, dict) else of)[: out["n"]]
         elif out.get("$type") == "tuple":
             items = out["items"]
             if len(items) == 3 and isinstance(items[0], list) and isinstance(items[1], list) and isinstance(items[2], int):

@@ -42,13 +42,16 @@ class AppendLog(list[T], Generic[T]):
             del self.__dict__["_cell"]
         list.__delitem__(self, slice(n, None))
 
-    def view(self) -> PrefixView[T]:
-        """The items so far, read-only, in O(1): later appends do not show in it, and an undo
-        that cuts this log leaves it as it was (see ``nbagent._prefix``)."""
+    def view(self, n: int | None = None) -> PrefixView[T]:
+        """The items so far (or the first ``n``), read-only, in O(1): later appends do not
+        show in it, and an undo that cuts this log leaves it as it was (see ``nbagent._prefix``)."""
+        if n is None:
+            n = len(self)
+        elif not 0 <= n <= len(self):
+            raise ValueError(f"a view of the first {n} items of a log of {len(self)}")
         cell = self.__dict__.get("_cell")
         if cell is None:
             cell = self.__dict__["_cell"] = _Cell(self)
-        n = len(self)
         if n > cell.high:
             cell.high = n
         return PrefixView(cell, n)

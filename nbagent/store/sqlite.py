@@ -478,6 +478,8 @@ def _writer_of(runner: AgentRunner) -> _Writer | None:
 class _StoreEncoder(_Encoder):
     """The run file's encoder, plus references to the objects that live in their own rows."""
 
+    views_by_reference = False  # a row outlives later cuts of a log: a view is written as its items
+
     def __init__(self, writer: _Writer) -> None:
         super().__init__()
         self.w = writer

@@ -7,6 +7,7 @@ Values are plain JSON where they can be; the others are tagged objects::
     {"$type": "model", "class": "nbagent.messages:ChatMessage", "data": {...}}
     {"$type": "enum", "class": "module:Qualname", "value": ...}
     {"$type": "step", "id": "..."}   {"$type": "output", "n": 3}   (this task's steps/outputs)
+    {"$type": "prefix", "of": <a list or AppendLog>, "n": 3}   (a step's view of its first 3 items)
     {"$ref": 7}   (the object marked "$id": 7 earlier in the file: shared values stay shared)
 
 Classes are imported only from ``nbagent.*`` modules or from those registered with
@@ -143,6 +144,11 @@ def _path_text(path: Path_) -> str:
 class _Encoder:
     """Turns values into JSON-ready data, giving every shareable object a reference number."""
 
+    # a PrefixView as {"$type": "prefix", "of": its log, "n": k}: right for a file written
+    # whole from memory (the log's first k items are the view's); an encoder whose records
+    # outlive later cuts of the log (the store's rows) sets False: the view's items, as a list
+    views_by_reference = True
+
     def __init__(self) -> None:
         self.numbers: dict[int, int] = {}  # id(obj) -> number
         self.keep: list[Any] = []  # holds every numbered object, so no id() is reused meanwhile
@@ -215,10 +221,13 @@ class _Encoder:
         return {"$type": tag, "$id": n, "items": [value(x, (path, i)) for i, x in enumerate(list(v))]}
 
     def _view(self, v: PrefixView[Any], path: Path_) -> Any:
-        # a step's view of its task's sources so far: written as the list it shows (loads as one)
+        # a step's view of its task's sources so far: its log (written once per file) and a
+        # length, so a ReAct run of N steps writes N lengths, not N^2 references
         n, first = self._number(v)
         if not first:
             return {"$ref": n}
+        if self.views_by_reference:
+            return {"$type": "prefix", "$id": n, "of": self.value(v.log, (path, ".of")), "n": len(v)}
         value = self.value
         return {"$type": "list", "$id": n, "items": [value(x, (path, i)) for i, x in enumerate(v)]}
 
@@ -565,6 +574,16 @@ class _Decoder:
         out: list[Any] = []
         return self._container(d, where, out, out.append)
 
+    def _prefix(self, d: dict[str, Any], where: str) -> Any:
+        of = self.value(d["of"], where)
+        n = d["n"]
+        if not isinstance(of, list) or type(n) is not int or not 0 <= n <= len(of):
+            raise self.fail(where, "a 'prefix' needs a list 'of' and an int 'n' from 0 to its length")
+        view = of.view(n) if type(of) is AppendLog else PrefixView.over(of, n)
+        if "$id" in d:
+            self._define(d["$id"], view, where)
+        return view
+
     def _appendlog(self, d: dict[str, Any], where: str) -> Any:
         out: AppendLog[Any] = AppendLog()
         return self._container(d, where, out, out.append)
@@ -676,6 +695,7 @@ _TAGS: dict[str, Callable[[_Decoder, dict[str, Any], str], Any]] = {
     "str": _str,
     "list": _Decoder._list,
     "AppendLog": _Decoder._appendlog,
+    "prefix": _Decoder._prefix,
     "tuple": _Decoder._tuple,
     "set": _Decoder._set,
     "frozenset": _Decoder._frozenset,
