@@ -63,9 +63,12 @@ async def ask_editor(ctx: Context, draft: str) -> str:
 
 
 def writer_model(messages, tools):
-    """The writer asks the editor, then quotes the editor's answer (the tool's result)."""
+    """The writer asks the editor, then quotes the editor's answer (the tool's result).
+
+    As on the reference, the handoff's own tool reply is the last message the writer sees
+    when it takes over: only the editor's reply ends its turn."""
     last = messages[-1]
-    if last.role == MessageRole.TOOL:
+    if last.role == MessageRole.TOOL and last.text.startswith("editor said:"):
         return f"Note done; {last.text}"
     return tool_call("ask_editor", draft="Oslo: rain, 12 C")
 
