@@ -609,7 +609,7 @@ class _Writer:
         self.run_id = run_id
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
-        self.ops: list[list[Any]] = []  # the records this transaction writes (JSON-ready)
+        self.ops: list[tuple[Any, ...]] = []  # the records this transaction writes (JSON-ready)
         self._encoder: _StoreEncoder | None = None
         self._reset()
         self.broken = False
@@ -675,8 +675,9 @@ class _Writer:
         return self.run_no
 
     def _op(self, *record: Any) -> None:
-        """Add a record to this transaction (its values JSON-ready: encoded already)."""
-        self.ops.append(list(record))
+        """Add a record to this transaction (its values JSON-ready: encoded already; the
+        tuple is written as a JSON array)."""
+        self.ops.append(record)
 
     def flush(self) -> None:
         """Write this transaction's records as one log row (inside the transaction)."""
