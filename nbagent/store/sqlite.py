@@ -5,7 +5,9 @@ O(N) per step. The store keeps every piece of a run (a step, an output, an undo 
 failure, an item of a memory or ``AppendLog``, a state dict) as a record of its own, and
 autosave writes, in one transaction per step, only the records that step changed: one row of
 the ``log`` table (the records, in order) and the task's row of ``tasks`` (what ``tasks()``
-lists), so a step's commit touches two or three database pages however long the run is.
+lists), so a step's commit touches two or three database pages however long the run is; a
+step of a task already stored does both in one statement (the ``step_commit`` view), one
+implicit transaction.
 Loading replays a run's log rows in order; ``save`` writes a run in full again, which compacts
 its log. When ``run_step`` returns, its step is committed: any other connection (another
 kernel, ``nbagent report``) sees it, and reads a consistent run while it goes on.
@@ -131,6 +133,20 @@ CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key);
 CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, ops TEXT NOT NULL);
 """
 
+# A step's change as one statement (so one implicit transaction: no BEGIN/COMMIT statements):
+# inserting into this view appends the log row and updates the task's row (found by its rowid,
+# checked against its key); if that row is not there, the whole statement is undone.
+_STEP_SQL = (
+    """CREATE VIEW IF NOT EXISTS step_commit(id, ops, task_row, task_id, run_id, status, response, steps,
+    updated, head) AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL""",
+    """CREATE TRIGGER IF NOT EXISTS step_commit_insert INSTEAD OF INSERT ON step_commit BEGIN
+    INSERT INTO log VALUES(NEW.id, NEW.ops);
+    UPDATE tasks SET status=NEW.status, response=NEW.response, steps=NEW.steps, updated=NEW.updated,
+        head=NEW.head WHERE rowid=NEW.task_row AND task_id=NEW.task_id AND run_id=NEW.run_id;
+    SELECT RAISE(ABORT, 'nbagent: the task row moved') WHERE changes() = 0;
+    END""",
+)
+
 # a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
 # so a run's rows are one range of the table's own key (no index to keep up to date)
 _RUN_BITS = 36
@@ -229,6 +245,8 @@ class RunStore:
                 for stmt in _SCHEMA_SQL.split(";"):
                     if stmt.strip():
                         self._db.execute(stmt)
+                for stmt in _STEP_SQL:
+                    self._db.execute(stmt)
                 row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
                 if row is None:
                     self._db.execute("INSERT INTO meta VALUES('format', ?)", ("nbagent-store",))
@@ -610,6 +628,7 @@ class _Writer:
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
         self.ops: list[tuple[Any, ...]] = []  # the records this transaction writes (JSON-ready)
+        self.row_update: list[Any] | None = None  # see _one_statement
         self._encoder: _StoreEncoder | None = None
         self._reset()
         self.broken = False
@@ -755,6 +774,8 @@ class _Writer:
         if not self.broken:
             self.begin()
             try:
+                if self._one_statement(event, ev):
+                    return
                 with self.store._tx():
                     self._apply(event, ev)
                     self.flush()
@@ -767,6 +788,32 @@ class _Writer:
             finally:
                 self.ops.clear()
         self.rewrite()  # write in full; if that fails too, the caller warns
+
+    def _one_statement(self, event: Any, ev: Any) -> bool:
+        """A step of a task already in the store: its records and its task's row in one
+        statement (``step_commit``). False: not such a change (the caller writes it)."""
+        t = type(event)
+        if t not in (ev.StepCompleted, ev.StepFailed, ev.StepUndone, ev.StepEdited) or _ids.current_rng() is not None:
+            return False
+        state = self.runner._tasks.get(event.task_id)
+        m = self.mirrors.get(event.task_id)
+        if state is None or m is None or not m.row or self.log_seq is None or self.run_no is None:
+            return False
+        with self.store._lock:
+            self.row_update = []  # _write_task puts the task row's values here instead of writing them
+            try:
+                self._apply(event, ev)
+                status, response, steps, updated, head, row, tid, run = self.row_update
+            finally:
+                self.row_update = None
+            log_id = (self.run_no << _RUN_BITS) + self.log_seq
+            self.cur.execute(
+                "INSERT INTO step_commit VALUES(?,?,?,?,?,?,?,?,?,?)",
+                (log_id, _dumps(self.ops), row, tid, run, status, response, steps, updated, head),
+            )
+            self.log_seq += 1
+            self.ops.clear()
+        return True
 
     def _apply(self, event: Any, ev: Any) -> None:
         runner = self.runner
@@ -1058,6 +1105,9 @@ class _Writer:
         response = getattr(state.final_response, "response", None)
         if not isinstance(response, str):
             response = None
+        if m.row and self.row_update is not None:  # written with the log row, in one statement
+            self.row_update[:] = (status, response, len(state.completed_steps), time.time(), head, m.row, tid, run)
+            return
         if m.row:  # the row is there (this mirror wrote it): update it in place, found by its rowid
             self.cur.execute(
                 "UPDATE tasks SET status=?, response=?, steps=?, updated=?, head=? WHERE rowid=? AND task_id=? AND run_id=?",
