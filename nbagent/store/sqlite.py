@@ -55,6 +55,11 @@ outputs now stand, ``["pd", t]`` none done, ``["h"|"f", t, i, rec]`` an undo sna
 failure, ``["hx"|"fx", t, i]`` that list cut at ``i``. A task written again in full gets a
 new place ``t``; records of a place no task holds any more are skipped.
 
+A step's view of the first ``n`` items of log ``k`` (a ReAct output's sources) is
+``{"$c": k, "v": [i, n]}``, ``i`` the number of its item ``n-1``: O(1) per step however long
+the log. Loading takes the log's first ``n`` items while item ``i`` is still at ``n-1`` (only
+the tail is ever cut), else rebuilds the view from the item rows (schema 3; see ``_view``).
+
 Limits: a state value that is a plain list or dict growing every step is rewritten whole at
 every step (keep growing state in an ``AppendLog``, as nbagent's own workers do); records a
 deleted task, a reset or a finalized task (written again in full) left behind stay in the
@@ -72,6 +77,7 @@ import sqlite3
 import threading
 import time
 import warnings
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +85,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent import events as _ev
 from nbagent import ids as _ids
+from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.runner.snapshot import AppendLog, _Saved
 from nbagent.runner.state import TaskState
@@ -114,12 +121,15 @@ __all__ = ["RunStore", "TaskInfo", "RunInfo", "is_store_path", "SQLITE_SUFFIXES"
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _MAGIC = b"SQLite format 3\x00"
-SCHEMA = 2
+SCHEMA = 3
+READS = (2, 3)  # schema 2 has no view records: read as it is, marked 3 when opened
 
 # Schema 2: a run's pieces are records in an append-only log, one row per transaction, so a
 # step writes one row at the end of one table (and updates its task's row) instead of a row in
 # each of six tables: a commit then touches 2-3 database pages instead of ~16 (schema 1 put
 # every piece in a WITHOUT ROWID table keyed by text, whose inner pages copy whole rows).
+# Schema 3: a step's view of a log's first n items is {"$c": k, "v": [last item's number, n]},
+# not n item references (a schema-2 reader would read it as the whole log: it refuses schema 3).
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs(
@@ -255,6 +265,11 @@ class RunStore:
                     raise PersistError(f"{self.path}: a SQLite file, but not an nbagent run store")
                 else:
                     schema = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+                    if schema is not None and int(schema[0]) in READS and int(schema[0]) < SCHEMA:
+                        # nothing it holds reads differently now; from here on it may hold
+                        # records an older reader would misread, so such a reader must refuse it
+                        self._db.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA),))
+                        schema = (str(SCHEMA),)
                     if schema is None or int(schema[0]) > SCHEMA:
                         raise PersistError(
                             f"{self.path}: written by a newer nbagent (store schema {schema and schema[0]}); "
@@ -496,7 +511,7 @@ def _writer_of(runner: AgentRunner) -> _Writer | None:
 class _StoreEncoder(_Encoder):
     """The run file's encoder, plus references to the objects that live in their own rows."""
 
-    views_by_reference = False  # a row outlives later cuts of a log: a view is written as its items
+    views_by_reference = False  # a view of a log with rows of its own: {"$c": k, "v": [...]} (see _view_ref)
 
     def __init__(self, writer: _Writer) -> None:
         super().__init__()
@@ -538,6 +553,10 @@ class _StoreEncoder(_Encoder):
             return found[0]
         if t is ChatMemoryBuffer or t is AppendLog:
             return self.w.container(v)
+        if t is PrefixView:
+            ref = self._view_ref(v)
+            if ref is not None:
+                return ref
         if t is tuple and len(v) == 3 and type(v[2]) is int:
             # a memory's snapshot (its message list, its counts, how many): {"$c": k, "t": n}
             refs = self.w.refs
@@ -551,6 +570,24 @@ class _StoreEncoder(_Encoder):
             ref = self.w.container(v.value)
             return {"$c": ref["$c"], "s": self.value(v.token, path)}
         return _Encoder.value(self, v, path)
+
+    def _view_ref(self, v: PrefixView[Any]) -> dict[str, Any] | None:
+        """A step's view of the first n items of a log the store keeps in rows (synced in
+        this change, so its rows mirror it): ``{"$c": k, "v": [number of item n-1, n]}``, O(1).
+        A row outlives later cuts of the log, so it names the last item, not just n: loading
+        takes the first n items when that item is still at n-1, else rebuilds the view from
+        the item rows. None (written as its items): a view of an undo's frozen copy, or of a
+        log not written in this change."""
+        log = v.log
+        w = self.w
+        found = w.refs.get(id(log))
+        if found is None or found[1] is not log or found[2] not in w.synced:
+            return None
+        c = w.containers.get(found[2])
+        n = len(v)
+        if c is None or c.kind != "log" or len(c.items) < n or (n and c.items[n - 1] is not log[n - 1]):
+            return None
+        return {"$c": c.k, "v": [c.ids[n - 1] if n else -1, n]}
 
     def root(self, v: Any, path: Path_) -> Any:
         """Encode ``v`` itself (it is the row), not a reference to it."""
@@ -1270,6 +1307,7 @@ class _Rows:
         self.objects: dict[int, tuple[str, Any]] = {}
         self.items: dict[int, dict[int, Any]] = {}  # k -> item number -> record
         self.order: dict[int, list[int]] = {}  # k -> the item numbers in the list, in order
+        self.placed: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos now or None, record, pos written at]
 
     @classmethod
     def read(cls, db: sqlite3.Connection, run: str, no: int, only: Sequence[str] | None) -> _Rows:
@@ -1308,7 +1346,7 @@ class _Rows:
                             twins.setdefault(op[3], []).append(k)
                         objects[k] = (op[2], op[3])
                     elif kind == "i":
-                        items.setdefault(op[1], {})[op[2]] = [op[3], op[4]]
+                        items.setdefault(op[1], {})[op[2]] = [op[3], op[4], op[3]]
                     elif kind == "ic":
                         found = items[op[1]]
                         for i in op[2]:
@@ -1356,12 +1394,13 @@ class _Rows:
             rows.history[tid] = lists["h"].get(seq, [])
             rows.failures[tid] = lists["f"].get(seq, [])
         for k, found in items.items():
-            rows.items[k] = {i: rec for i, (_, rec) in found.items()}
-            placed = sorted((pos, i) for i, (pos, _) in found.items() if pos is not None)
+            rows.items[k] = {i: rec for i, (_, rec, _) in found.items()}
+            placed = sorted((pos, i) for i, (pos, _, _) in found.items() if pos is not None)
             for want, (pos, _) in enumerate(placed):
                 if pos != want:
                     raise PersistError(f"{where}: item {pos} of object {k} follows item {want - 1}; the store is corrupt")
             rows.order[k] = [i for _, i in placed]
+        rows.placed = items
         return rows
 
     def task_docs(self, source: str) -> list[dict[str, Any]]:
@@ -1414,6 +1453,9 @@ class _StoreDecoder(_Decoder):
         self.rows = rows
         self.built: dict[int, Any] = {}
         self.items_built: dict[tuple[int, int], Any] = {}
+        self.views: dict[tuple[int, int, int], PrefixView[Any]] = {}
+        self.at: dict[int, list[list[int]]] = {}  # k -> by position: the numbers of the items written there
+        self.frozen: dict[int, dict[int, tuple[list[Any], int]]] = {}  # k -> i -> (a rebuilt list, i's place)
 
     def value(self, d: Any, where: str) -> Any:
         if type(d) is dict:
@@ -1425,6 +1467,8 @@ class _StoreDecoder(_Decoder):
                     return (c._messages, c._counts, d["t"])
                 if "s" in d:  # a memory's or log's own snapshot
                     return _Saved(c, self.value(d["s"], where), False)
+                if "v" in d:  # a view of the log's first n items
+                    return self._view(d["$c"], c, d["v"], where)
                 part = d.get("p")
                 if part is None:
                     return c
@@ -1478,6 +1522,54 @@ class _StoreDecoder(_Decoder):
             buf._counts = [c for _, c in pairs]
             return buf
         raise self.fail(where, f"stored object {k} has an unknown kind {kind!r}")
+
+    def _view(self, k: int, log: Any, v: Any, where: str) -> PrefixView[Any]:
+        """The view ``{"$c": k, "v": [last, n]}`` stands for: the log's first n items while
+        item ``last`` is still at n-1 (only the tail is ever cut), else the items that stood at
+        0..n-1 when it was written: at each place, the newest item written there numbered at
+        most ``last`` (items are numbered in the order they were written)."""
+        if type(log) is not AppendLog or type(v) is not list or len(v) != 2 or any(type(x) is not int for x in v):
+            raise self.fail(where, f"a view needs a log and [last item, n]; got object {k} and {v!r}")
+        last, n = v
+        key = (k, last, n)
+        view = self.views.get(key)
+        if view is not None:
+            return view
+        order = self.rows.order.get(k, [])
+        if n == 0 or (n <= len(order) and order[n - 1] == last):
+            view = log.view(n)
+        else:
+            frozen = self.frozen.setdefault(k, {})
+            hit = frozen.get(last)
+            if hit is not None and hit[1] == n - 1:
+                view = PrefixView.over(hit[0], n)
+            else:
+                at = self.at.get(k)
+                if at is None:
+                    at = self.at[k] = []
+                    for i, (_, _, pos) in sorted(self.rows.placed.get(k, {}).items()):
+                        while len(at) <= pos:
+                            at.append([])
+                        at[pos].append(i)  # ascending: the items are sorted by number
+                numbers = []
+                for p in range(n):
+                    written = at[p] if p < len(at) else ()
+                    j = bisect_right(written, last) - 1  # type: ignore[arg-type]
+                    if j < 0:
+                        raise self.fail(
+                            where, f"a view of {n} items of log {k} up to item {last}: no item at place {p}"
+                        )
+                    numbers.append(written[j])
+                if numbers[-1] != last:
+                    raise self.fail(
+                        where, f"a view of {n} items of log {k}: item {last} was not written at place {n - 1}"
+                    )
+                items = [self._item(k, i, where) for i in numbers]
+                for p, i in enumerate(numbers):
+                    frozen.setdefault(i, (items, p))
+                view = PrefixView.over(items, n)
+        self.views[key] = view
+        return view
 
     def _item(self, k: Any, i: Any, where: str) -> Any:
         key = (k, i)
