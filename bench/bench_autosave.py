@@ -42,8 +42,56 @@ def step_time(runner: AgentRunner, task: Task, n: int) -> float:
     return (time.perf_counter() - start) / max(n, 1)
 
 
+def react_tool_loop(tmp: Path, marks: tuple[int, ...] = (250, 2_000)) -> None:
+    """An autosaved ReAct tool-loop step (scripted model, one tool): each step's output shows
+    every source so far (a view of one log), written to the store as one reference, not n."""
+    import sqlite3
+
+    from nbagent import ReActAgentWorker, ScriptedLLM
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    act = 'Thought: add.\nAction: add\nAction Input: {"a": 1, "b": 2}'
+    steps = max(marks)
+
+    def make(**kw: object) -> tuple[AgentRunner, Task]:
+        worker = ReActAgentWorker.from_tools([add], llm=ScriptedLLM([act] * (steps + 1)), max_iterations=steps + 1)
+        r = AgentRunner(worker, **kw)  # type: ignore[arg-type]
+        return r, r.create_task("add many times")
+
+    path = tmp / "react.db"
+    plain_r, plain_t = make()
+    auto_r, auto_t = make(autosave=path)
+    db = sqlite3.connect(path)
+
+    def log_bytes() -> int:
+        return int(db.execute("SELECT coalesce(sum(length(ops)), 0) FROM log").fetchone()[0])
+
+    out, done = [], 0
+    for mark in marks:
+        step_time(plain_r, plain_t, mark - WINDOW - done)
+        step_time(auto_r, auto_t, mark - WINDOW - done)
+        before = log_bytes()
+        p, q = [], []
+        for _ in range(WINDOW // 20):
+            p.append(step_time(plain_r, plain_t, 20))
+            q.append(step_time(auto_r, auto_t, 20))
+        out.append((mark, min(p), min(q), (log_bytes() - before) / WINDOW))
+        done = mark
+    db.close()
+    print("autosaved ReAct tool-loop step (scripted model, one tool; each output's sources a view), best of "
+          f"{WINDOW // 20} windows of 20 steps before each mark:")
+    for mark, p_, q_, b in out:
+        print(f"  at {mark:6,d} steps: plain {p_ * 1e6:7.1f} us   autosave to runs.db {q_ * 1e6:7.1f} us  "
+              f"(+{(q_ - p_) * 1e6:6.1f} us, {q_ / p_:.1f}x)   {b / 1e3:5.1f} KB of log per step")
+    print(f"  store after {steps:,d} steps: {path.stat().st_size / 1e6:.1f} MB")
+
+
 def main() -> None:
     tmp = Path(tempfile.mkdtemp())
+    react_tool_loop(tmp)
     runner = AgentRunner(Counter())
     task = runner.create_task("go")
     store = RunStore(tmp / "runs.db")
