@@ -266,3 +266,24 @@ def test_a_view_naming_an_item_the_log_never_had_there_is_refused_by_name(tmp_pa
                 break
     with pytest.raises(PersistError, match="a view of .* items of log"):
         AgentRunner.load(path)
+
+
+def test_a_task_finalized_after_an_undo_is_written_again_and_loads_exactly(tmp_path: Path) -> None:
+    # finalizing writes the task again in full: the undone outputs' views then read the undo's
+    # frozen copy of the log (written as their items); the others are references again
+    path = tmp_path / "runs.db"
+    replies = [act("add", i, 1) for i in range(5)] + [act("mul", 7, 7), "Thought: done.\nAnswer: 49"]
+    w = ReActAgentWorker.from_tools([add, mul], llm=ScriptedLLM(replies), max_iterations=20)
+    runner = AgentRunner(w, autosave=path)
+    task = runner.create_task("go")
+    for _ in range(4):
+        runner.run_step(task)
+    runner.undo_step(task)
+    runner.undo_step(task)
+    while not runner.get_completed_steps(task)[-1].is_last:
+        runner.run_step(task)
+    runner.finalize_response(task.task_id)
+    assert runner.state_of(task).finalized
+    loaded = check(runner, path, task.task_id)
+    assert str(loaded.state_of(task.task_id).final_response) == "49"
+    assert sorted(len(o.output.sources) for o in loaded.state_of(task.task_id).undone_outputs) == [3, 4]
