@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -88,7 +89,7 @@ from nbagent import ids as _ids
 from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.runner.snapshot import AppendLog, _Saved
-from nbagent.runner.state import TaskState
+from nbagent.runner.state import TaskState, TaskStatus
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.codec import (
     FORMAT,
@@ -987,12 +988,14 @@ class _Writer:
                     self.dict_text[k] = ("same", twin)
                     self.copies.setdefault(twin, set()).add(k)
                 continue
-            enc = self.encoder()
-            rec = enc.root(d, (None, "state"))
-            n = rec.get("$id")
-            if n is not None and n not in enc.used:
-                del rec["$id"]  # nothing in the record refers to the dict: unchanged, it reads the same
-            enc.done(rec)
+            rec = self._flat_record(d)
+            if rec is None:
+                enc = self.encoder()
+                rec = enc.root(d, (None, "state"))
+                n = rec.get("$id")
+                if n is not None and n not in enc.used:
+                    del rec["$id"]  # nothing in the record refers to the dict: unchanged, it reads the same
+                enc.done(rec)
             if self.dict_text.get(k) != rec:
                 self._op("o", k, "dict", rec)
                 self.dict_text[k] = rec
@@ -1000,6 +1003,34 @@ class _Writer:
                     if self.dict_text.get(other) == ("same", k):  # a copy of what k held: unknown now
                         self.dict_text[other] = None
             written.append((k, d))
+
+    def _flat_record(self, d: dict[str, Any]) -> dict[str, Any] | None:
+        """The record of a state dict whose values are JSON scalars or objects with rows of
+        their own (a worker's usual state: counters, its memory, its sources), built without
+        an encoder: what the encoder writes for it (numbered alike), or None for any other dict."""
+        refs = self.refs
+        touched: list[int] = []
+        rec: dict[str, Any] = {}
+        for key, v in d.items():
+            tv = type(v)
+            if tv is str:
+                if len(v) >= SHARED_STR_CHARS:
+                    return None
+            elif tv is float:
+                if not math.isfinite(v):
+                    return None
+            elif tv not in _SCALARS:
+                found = refs.get(id(v))
+                if found is None or found[1] is not v:
+                    return None
+                touched.append(found[2])
+                v = found[0]
+            if type(key) is not str or key[:1] == "$":
+                return None
+            rec[key] = v
+        self.touched.update(touched)
+        self.counter += 1  # the number the encoder gives the dict itself (unused: not written)
+        return rec
 
     def _twin(self, d: dict[str, Any], written: list[tuple[int, dict[str, Any]]]) -> int | None:
         """A dict written just now with the same keys holding the same objects, if ``d``'s
@@ -1122,22 +1153,28 @@ class _Writer:
                 "keep_history": state.keep_history,
             })[:-1]
         final = state.final_response
-        if final is not None:
-            enc = self.encoder()
-            enc.steps = known  # type: ignore[assignment]
-            enc.output_index = m.out_n
-            final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
         running = sorted(state.running, key=lambda sid: _ord(m, sid)) if state.running else []
         status = state.status.value
-        head = m.fixed_text + "," + _dumps({
-            "status": status,
-            "queue": running + [s.step_id for s in state.step_queue],
-            "undone_edges": [[a, b] for a, b in state.undone_edges],
-            "undone_ids": sorted(state.undone_ids),
-            "finalized": state.finalized,
-            "abandoned": state.abandoned,
-            "final_response": final,
-        })[1:]
+        queue = running + [s.step_id for s in state.step_queue]
+        if final is None and not state.undone_edges and not state.undone_ids and not state.finalized \
+                and not state.abandoned and status in _STATUS_JSON:
+            # the usual step: the same text as below, without building and encoding the dict
+            head = f'{m.fixed_text},"status":{_STATUS_JSON[status]},"queue":{_dumps(queue)}{_HEAD_PLAIN}'
+        else:
+            if final is not None:
+                enc = self.encoder()
+                enc.steps = known  # type: ignore[assignment]
+                enc.output_index = m.out_n
+                final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
+            head = m.fixed_text + "," + _dumps({
+                "status": status,
+                "queue": queue,
+                "undone_edges": [[a, b] for a, b in state.undone_edges],
+                "undone_ids": sorted(state.undone_ids),
+                "finalized": state.finalized,
+                "abandoned": state.abandoned,
+                "final_response": final,
+            })[1:]
         self._sync_containers()
         response = getattr(state.final_response, "response", None)
         if not isinstance(response, str):
@@ -1234,6 +1271,8 @@ class _Writer:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_STATUS_JSON = {st.value: _dumps(st.value) for st in TaskStatus}  # a task row's status, as JSON
+_HEAD_PLAIN = ',"undone_edges":[],"undone_ids":[],"finalized":false,"abandoned":false,"final_response":null}'
 
 
 def _ord(m: _Mirror, sid: str) -> int:
