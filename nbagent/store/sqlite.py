@@ -88,8 +88,8 @@ from nbagent import events as _ev
 from nbagent import ids as _ids
 from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer, count_tokens
-from nbagent.runner.snapshot import AppendLog, _Saved
-from nbagent.runner.state import TaskState, TaskStatus
+from nbagent.runner.snapshot import AppendLog, _Saved, plain_snapshot
+from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.codec import (
     FORMAT,
@@ -1032,6 +1032,83 @@ class _Writer:
         self.counter += 1  # the number the encoder gives the dict itself (unused: not written)
         return rec
 
+    def _flat_snapshot(self, snap: StepSnapshot) -> dict[str, Any] | None:
+        """The record of an undo snapshot of a worker's usual state (one dict for the task's
+        and the step's state, holding JSON scalars and snapshots of memories and logs with
+        rows of their own), built without an encoder: what ``_snapshot_to_dict`` writes
+        through one (numbered alike). None for any other snapshot."""
+        extra = plain_snapshot(snap.extra_state)
+        if type(extra) is not dict or snap.step_state is not snap.extra_state:
+            return None
+        refs = self.refs
+        found = refs.get(id(extra))
+        if found is not None and found[1] is extra:
+            return None
+        touched: list[int] = []
+        scratch = self._memory_snapshot_ref(snap.scratch, touched)
+        if scratch is None:
+            return None
+        n = self.counter
+        values: dict[str, Any] = {"$id": n}
+        for key, v in extra.items():
+            if type(key) is not str or key[:1] == "$":
+                return None
+            tv = type(v)
+            if tv is str:
+                if len(v) >= SHARED_STR_CHARS:
+                    return None
+            elif tv is float:
+                if not math.isfinite(v):
+                    return None
+            elif tv is _Saved:
+                obj = v.value
+                held = refs.get(id(obj))
+                if v.is_copy or held is None or held[1] is not obj or type(obj) not in (ChatMemoryBuffer, AppendLog) \
+                        or len(held[0]) != 1 or "$c" not in held[0]:
+                    return None
+                found = refs.get(id(v))
+                if found is not None and found[1] is v:
+                    return None
+                token = v.token
+                tt = type(token)
+                if tt is tuple:
+                    token = self._memory_snapshot_ref(token, touched)
+                    if token is None:
+                        return None
+                elif not (token is None or tt is int or tt is bool):
+                    return None
+                touched.append(held[2])
+                v = {"$c": held[0]["$c"], "s": token}
+            elif tv not in _SCALARS:
+                return None
+            values[key] = v
+        self.touched.update(touched)
+        self.counter = n + 1  # the snapshot dict is the one object numbered
+        return {
+            "step_id": snap.step_id,
+            "step_input": snap.step_input,
+            "queue": None if snap.queue is None else [s.step_id for s in snap.queue],
+            "extra_state": values,
+            "step_state": {"$ref": n},
+            "scratch": scratch,
+        }
+
+    def _memory_snapshot_ref(self, token: Any, touched: list[int]) -> dict[str, Any] | None:
+        """``{"$c": k, "t": n}`` for a memory's snapshot (its message list, counts, length)
+        as ``_StoreEncoder.value`` writes it, or None."""
+        if type(token) is not tuple or len(token) != 3 or type(token[2]) is not int:
+            return None
+        refs = self.refs
+        found = refs.get(id(token))
+        if found is not None and found[1] is token:
+            return None
+        m, c = refs.get(id(token[0])), refs.get(id(token[1]))
+        if m is not None and c is not None and m[1] is token[0] and c[1] is token[1] and m[2] == c[2] \
+                and m[0].get("p") == "m" and c[0].get("p") == "c":
+            touched.append(m[2])
+            return {"$c": m[2], "t": token[2]}
+        return None
+
     def _twin(self, d: dict[str, Any], written: list[tuple[int, dict[str, Any]]]) -> int | None:
         """A dict written just now with the same keys holding the same objects, if ``d``'s
         values are JSON scalars or objects with rows of their own (so nothing nested is copied)."""
@@ -1260,10 +1337,12 @@ class _Writer:
         for i in range(p, len(live)):
             item = live[i]
             if table == "history":
-                enc = self.encoder()
-                enc.steps = known
-                enc.output_index = m.out_n
-                rec = enc.done(_snapshot_to_dict(enc, item, (((None, "task"), tid), ".history")))
+                rec = self._flat_snapshot(item) if type(item) is StepSnapshot else None
+                if rec is None:
+                    enc = self.encoder()
+                    enc.steps = known
+                    enc.output_index = m.out_n
+                    rec = enc.done(_snapshot_to_dict(enc, item, (((None, "task"), tid), ".history")))
             else:
                 rec = _failure_record(item)
             self._op(kind, seq, i, rec)
