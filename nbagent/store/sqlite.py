@@ -913,6 +913,9 @@ class _Writer:
 
     def _sync_containers(self) -> None:
         synced = self.synced
+        if self.touched.issubset(synced):  # all written in this change already (nothing changes meanwhile)
+            self.touched.clear()
+            return
         while self.touched:
             ks = sorted(self.touched - synced) if len(self.touched) > 1 else [k for k in self.touched if k not in synced]
             self.touched.clear()
@@ -1289,6 +1292,9 @@ class _Writer:
                 moved[slot].append([value, n])
 
         for slot, written, live in ((0, m.completed, state.completed_steps), (2, m.undone, state.undone_outputs)):
+            k = len(written)
+            if k == len(live) and (not k or (live[k - 1] is written[k - 1] and live[0] is written[0])):
+                continue  # unchanged (the undone list of almost every step)
             p = _common_prefix(written, live)
             if p < len(written):
                 for o in written[p:]:
