@@ -107,6 +107,9 @@ from nbagent.store.codec import (
 from nbagent.store.values import (
     SHARED_STR_CHARS,
     _ALLOWED,
+    _HANDLERS,
+    _MODEL_PLANS,
+    _is_plain_default,
     memory_tokenizer,
     Path_,
     PersistError,
@@ -969,9 +972,13 @@ class _Writer:
                 item = live[pos]
                 i = c.next_i
                 c.next_i += 1
-                enc = self.encoder()
-                value = enc.root(item, ((None, "item"), pos))  # (a path, for error messages)
-                rec = enc.done([value, counts[pos]] if counts is not None else value)
+                value = self._flat_model(item)
+                if value is not None:
+                    rec = [value, counts[pos]] if counts is not None else value
+                else:
+                    enc = self.encoder()
+                    value = enc.root(item, ((None, "item"), pos))  # (a path, for error messages)
+                    rec = enc.done([value, counts[pos]] if counts is not None else value)
                 self._op("i", c.k, i, pos, rec)
                 c.items.append(item)
                 c.ids.append(i)
@@ -1006,6 +1013,80 @@ class _Writer:
                     if self.dict_text.get(other) == ("same", k):  # a copy of what k held: unknown now
                         self.dict_text[other] = None
             written.append((k, d))
+
+    def _flat_model(self, v: Any) -> dict[str, Any] | None:
+        """The record of a model whose fields are JSON scalars, short strings, Enum members
+        or left at their empty defaults (a message, a tool output), built without an encoder:
+        what ``_Encoder._model`` writes for it (numbered alike). None for anything else."""
+        cls = type(v)
+        plan = _MODEL_PLANS.get(cls)
+        if plan is None or plan[0] is None or _HANDLERS.get(cls) is not _Encoder._model:
+            return None  # (the encoder makes the plan the first time)
+        if getattr(v, "__pydantic_extra__", None):
+            return None
+        data: dict[str, Any] = {}
+        fields = v.__dict__
+        for name, _attr, default, empty, info, enum_type in plan[1]:
+            value = fields.get(name, None)
+            if value is None:
+                if default is None:
+                    continue
+                data[name] = None
+                continue
+            tv = type(value)
+            if tv is str:
+                if len(value) < SHARED_STR_CHARS:
+                    data[name] = value
+                    continue
+                return None
+            elif value is False:
+                if default is False:
+                    continue
+            elif tv is empty:
+                if not value:
+                    continue
+            elif tv in (list, dict, tuple) and not value and _is_plain_default(value, info):
+                continue
+            if tv is enum_type:
+                raw = value._value_
+                if type(raw) is str and len(raw) < SHARED_STR_CHARS:
+                    data[name] = raw
+                    continue
+                return None
+            if tv is int or tv is bool or (tv is float and math.isfinite(value)):
+                data[name] = value
+                continue
+            return None
+        n = self.counter
+        self.counter = n + 1  # the model is the one object numbered
+        return {"$type": "model", "$id": n, "class": plan[0], "data": data}
+
+    def _flat_output(self, out: TaskStepOutput) -> dict[str, Any] | None:
+        """``_output_record`` of an output whose answer is a flat model (``_flat_model``) and
+        that has no tool outputs, built without an encoder (numbered alike), or None."""
+        if type(out.tool_outputs) is not tuple or out.tool_outputs:
+            return None
+        answer = out.output
+        found = self.refs.get(id(answer))
+        if found is not None and found[1] is answer:
+            return None
+        model = self._flat_model(answer)
+        if model is None:
+            return None
+        usage = out.usage
+        return {
+            "step_id": out.task_step.step_id,
+            "is_last": out.is_last,
+            "next_steps": [s.step_id for s in out.next_steps],
+            "reasoning": out.reasoning,
+            "latency_s": out.latency_s,
+            "usage": None if usage is None else {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+            },
+            "output": model,
+            "tool_outputs": {"$type": "tuple", "items": []},
+        }
 
     def _flat_record(self, d: dict[str, Any]) -> dict[str, Any] | None:
         """The record of a state dict whose values are JSON scalars or objects with rows of
@@ -1212,11 +1293,13 @@ class _Writer:
         self._positions(state, m, dirty, fresh)
         for out in new_outputs:
             n = m.out_n[id(out)]
-            enc = self.encoder()
-            enc.steps = known  # type: ignore[assignment]
-            enc.output_index = m.out_n
-            rec = _output_record(enc, out, (((None, "task"), tid), ".output"))
-            self._op("u", seq, n, fresh[n], enc.done(rec))
+            rec = self._flat_output(out)
+            if rec is None:
+                enc = self.encoder()
+                enc.steps = known  # type: ignore[assignment]
+                enc.output_index = m.out_n
+                rec = enc.done(_output_record(enc, out, (((None, "task"), tid), ".output")))
+            self._op("u", seq, n, fresh[n], rec)
         self._list_rows("history", m.history, state.history, state, m, known)
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
