@@ -1206,8 +1206,12 @@ class _Writer:
                 if found is None or found[1] is not v or "$i" in found[0] or "p" in found[0]:
                     return None
         for k1, d1 in written:
-            if len(d1) == len(d) and all(d1.get(key, _MISSING) is v for key, v in d.items()):
-                return k1
+            if len(d1) == len(d):
+                for key, v in d.items():
+                    if d1.get(key, _MISSING) is not v:
+                        break
+                else:
+                    return k1
         return None
 
     # ----- one task ---------------------------------------------------------------------
@@ -1279,15 +1283,17 @@ class _Writer:
         step_models: dict[str, str] = self.runner.__dict__.get("_step_models", {})
         known = _StepIndex(state, m, steps)
         seq = m.seq
+        registry, written_steps, order, dicts, add = state.steps, m.steps, m.order, self.dicts, self.ops.append
         for sid, s in steps.items():
-            if sid not in m.steps:
-                m.steps[sid] = s
-            rec = _step_record(s, sid in state.steps)  # ids and text only: nothing to encode
-            rec["state"] = {"$d": self.dicts[id(s.step_state)][0]}
+            if sid not in written_steps:
+                written_steps[sid] = s
+            rec = _step_record(s, sid in registry)  # ids and text only: nothing to encode
+            rec["state"] = {"$d": dicts[id(s.step_state)][0]}
             model = step_models.get(sid)
             if model is not None:
                 rec["model"] = model
-            self._op("s", seq, _ord(m, sid), rec)
+            place = order.get(sid)
+            add(("s", seq, _ord(m, sid) if place is None else place, rec))
         m.registered = len(state.steps)
         fresh = {m.out_n[id(out)]: [None, 0, None] for out in new_outputs}  # cpos, done, upos
         self._positions(state, m, dirty, fresh)
