@@ -1064,12 +1064,15 @@ class _Writer:
     def _flat_output(self, out: TaskStepOutput) -> dict[str, Any] | None:
         """``_output_record`` of an output whose answer is a flat model (``_flat_model``) and
         that has no tool outputs, built without an encoder (numbered alike), or None."""
-        if type(out.tool_outputs) is not tuple or out.tool_outputs:
+        tools = out.tool_outputs
+        if type(tools) is not tuple or tools:
             return None
         answer = out.output
-        found = self.refs.get(id(answer))
-        if found is not None and found[1] is answer:
-            return None
+        refs = self.refs
+        for obj in (answer, tools):  # an object with a row of its own is written as a reference
+            found = refs.get(id(obj))
+            if found is not None and found[1] is obj:
+                return None
         model = self._flat_model(answer)
         if model is None:
             return None
