@@ -66,6 +66,7 @@ __all__ = ["LiveDot"]
 
 _DEFAULTS = {"max_label": 80, "collapse_after": 40, "rankdir": "TB", "keep_ends": 4, "wrap": 44, "legend": False}
 _DONE, _UNDONE = StepStatus.DONE, StepStatus.UNDONE
+_PLAIN_VALUES = all(html.escape(v) == v for v in _VALUE.values())  # status names need no escaping
 _COLLAPSED_ATTRS = _attr_list(_collapsed_node_of(2, "", "", 1, 2, None, None).attrs)
 
 
@@ -138,8 +139,9 @@ class LiveDot:
         self.appends = 0  # redraws that only took in one more step of a chain (the common one)
         self._lines: dict[str, tuple[tuple[Any, ...], Any, str]] = {}  # sid -> (key, output, line)
         self._ghosts: dict[int, tuple[tuple[Any, ...], Any, str]] = {}
-        self._top: tuple[tuple[Any, ...], str] | None = None
-        self._head: tuple[tuple[Any, ...], list[str]] | None = None
+        self._top: tuple[Any, str, str, str, str] | None = None  # status, id, input; the text around the summary
+        self._head: tuple[tuple[Any, ...], str] | None = None  # the header text, by the status counts
+        self._stopped: tuple[str | None, Any] = (None, None)  # the step the settling stopped at, its status
         self._run_line: tuple[tuple[Any, ...], str] | None = None
         self._zero = {st: 0 for st in STATUS_ORDER}
         self._forget()
@@ -282,16 +284,43 @@ class LiveDot:
         live.append((s, n0))  # the last source: the list stays sorted
         outs[s] = [n0]
         ins[n0] = [s]
-        undone = _Undone(state) if state.undone_edges else _NO_UNDONE
-        self._settle(undone)
-        n, s, d = n0 + 1, self.s, self.d
         keep_ends = self.opts["keep_ends"]
+        if state.undone_edges or last not in state.outputs:
+            undone = _Undone(state) if state.undone_edges else _NO_UNDONE
+            self._settle(undone)
+        else:  # _settle's common case: the step ran (done: nothing runs), the new one waits
+            undone = _NO_UNDONE
+            prev = ins.get(s)
+            ok = False
+            if self.collapsing and s >= keep_ends:
+                out = state.outputs[last]
+                ok = ((len(prev) if prev else 0) == 1 and last not in self.failures_of
+                      and last not in self.undone_outs and not out.is_last
+                      and not any(t.is_error for t in out.tool_outputs or ()))
+            self.sck.append((self.live, self.done, self.undone))
+            number = self.live + 1
+            name = f"s{s}"
+            line = None
+            if last not in self.failures_of and last not in self.undone_outs:
+                line = _plain_step_line(name, number, last, step, _DONE, done[-1], self.opts["max_label"], self.opts["wrap"])
+            info[last] = _Info(_DONE, number, name, ok, (new,),
+                               line if line is not None else self._step_line(last, _DONE, number, name, keep=False))
+            self._lines.pop(last, None)
+            self.s = n0
+            self.live = number
+            self.done += 1
+            status = _status(state, new)
+            self._stopped = (new, status)
+            if status is _DONE or status is _UNDONE:
+                self._settle_steps(undone)  # the general loop takes it from there
+            self._decide()
+        n, s, d = n0 + 1, self.s, self.d
         if s != n0 or (self.collapsing and max(d, keep_ends) < n - keep_ends):
             return self._text(undone)  # the rarer shapes: the general text
         status = self._stopped[1] if self._stopped[0] == new else _status(state, new)
         if status is _UNDONE:
             return self._text(undone)
-        lines = self._header({new: status})
+        lines = [self._header({new: status})]
         lines.extend(self.nodes)
         run = self.run
         run_name = None
@@ -313,7 +342,11 @@ class LiveDot:
             line = info[order[i]].line
             if line is not None:
                 lines.append(line)
-        lines.append(self._step_line(new, status, self.live + 1, f"s{n0}"))
+        line = None
+        if new not in self.failures_of and new not in self.undone_outs:  # a new step: never drawn before
+            line = _plain_step_line(f"s{n0}", self.live + 1, new, nxt, status, None, self.opts["max_label"],
+                                    self.opts["wrap"])
+        lines.append(line if line is not None else self._step_line(new, status, self.live + 1, f"s{n0}"))
         dashed: list[tuple[str, str]] = []
         if undone.edges or state.undone_outputs:  # the undo section (O(undone runs))
             def name_of(sid: str) -> str:
@@ -473,8 +506,13 @@ class LiveDot:
     def _settle(self, undone: _Undone) -> None:
         """Settle the steps that can no longer change, then decide how the settled steps
         before the last ``keep_ends`` are drawn (closed units, or the open run)."""
+        self._stopped = (None, None)
+        self._settle_steps(undone)
+        self._decide()
+
+    def _settle_steps(self, undone: _Undone) -> None:
+        """Settle the steps after the prefix that can no longer change (from ``s`` on)."""
         state, order, pos, info = self.state, self.order, self.pos, self.info
-        self._stopped: tuple[str | None, Any] = (None, None)
         n = len(order)
         keep_ends = self.opts["keep_ends"]
         collapsing = self.collapsing
@@ -518,7 +556,15 @@ class LiveDot:
             else:
                 self.live += 1
                 self.done += 1
-        limit = min(self.s, n - keep_ends) if collapsing else self.s
+
+    def _decide(self) -> None:
+        """Decide how the settled steps before the last ``keep_ends`` are drawn (closed
+        units, or the open run), then freeze the edges that became final."""
+        state, order, pos, info = self.state, self.order, self.pos, self.info
+        n = len(order)
+        keep_ends = self.opts["keep_ends"]
+        ins = self._ins
+        limit = min(self.s, n - keep_ends) if self.collapsing else self.s
         while self.d < limit:
             i = self.d
             sid = order[i]
@@ -529,7 +575,12 @@ class LiveDot:
                 if inf.ok and lnext == (sid,) and ins.get(i) == [run.end - 1]:  # the run goes on
                     self.dck.append((len(self.nodes), self.chains, (run.start, run.end, run.latency, run.tokens)))
                     run.end = i + 1
-                    run.latency, run.tokens = _chain_metrics([state.outputs.get(sid)], run.latency, run.tokens)
+                    out = state.outputs.get(sid)
+                    if out is not None:  # _chain_metrics, for one more step
+                        if isinstance(out.latency_s, (int, float)):
+                            run.latency = (run.latency or 0.0) + out.latency_s
+                        if out.usage is not None:
+                            run.tokens = (run.tokens or 0) + out.usage.total_tokens
                     inf.name = run.start
                     self.d += 1
                     continue
@@ -712,7 +763,7 @@ class LiveDot:
                 return f"s{i}"
             return f"c{self.chains}" if k == -1 else f"c{k0 + k}"
 
-        lines = self._header(statuses)
+        lines = [self._header(statuses)]
         lines.extend(self.nodes)
         if run is not None:
             if run_len >= 2:
@@ -853,33 +904,40 @@ class LiveDot:
                 chains.append(chain)
         return chain_of, chains, ext
 
-    def _header(self, statuses: dict[str, StepStatus]) -> list[str]:
+    def _header(self, statuses: dict[str, StepStatus]) -> str:
+        """The text up to the first node line, as one string: the title's summary changes
+        at every step, the rest of it seldom (cached by the task's id, input and status)."""
         state, opts = self.state, self.opts
-        counts = dict(self._zero)
+        try:
+            task_status: Any = state.status
+        except Exception:  # noqa: BLE001
+            task_status = None
+        task = state.task
+        top = self._top
+        if top is None or top[0] is not task_status or top[1] != task.task_id or top[2] != task.input:
+            value = "unknown" if task_status is None else task_status.value
+            title = _title_top(task.task_id, task.input, value, opts["max_label"], opts["wrap"])
+            head = _header_from(title + "\0", {}, opts["rankdir"], opts["wrap"])
+            pre, post = head[1].split("\0", 1)
+            post = post[post.index(">];"):]  # what follows the summary line
+            top = self._top = (task_status, task.task_id, task.input, head[0] + "\n" + pre, "\n".join([post, *head[2:]]))
+            self._head = None
+        counts = self._zero.copy()
         for st in statuses.values():
             counts[st] += 1
         counts[_DONE] += self.done
         counts[_UNDONE] += self.undone
-        try:
-            task_status = state.status.value
-        except Exception:  # noqa: BLE001
-            task_status = "unknown"
-        task = state.task
-        top_key = (task.task_id, task.input, task_status)
-        if self._top is None or self._top[0] != top_key:
-            top = _title_top(task.task_id, task.input, task_status, opts["max_label"], opts["wrap"])
-            head = _header_from(top + "\0", {}, opts["rankdir"], opts["wrap"])
-            pre, post = head[1].split("\0", 1)
-            post = post[post.index(">];"):]  # what follows the summary line
-            self._top = (top_key, (head[0], pre, post, *head[2:]))  # type: ignore[assignment]
-        first, pre, post, *rest = self._top[1]
         key = tuple(counts.values())
         found = self._head
-        if found is None or found[0] != (top_key, key):
-            summary = ", ".join([f"{k} {_VALUE[st]}" for st, k in counts.items() if k])
-            piece = _label_piece(summary or "no steps", "muted", max(opts["wrap"], 60))
-            found = self._head = ((top_key, key), [first, pre + piece + post, *rest])
-        return list(found[1])
+        if found is not None and found[0] == key:
+            return found[1]
+        summary = ", ".join([f"{k} {_VALUE[st]}" for st, k in counts.items() if k]) or "no steps"
+        width = max(opts["wrap"], 60)
+        # the summary is numbers and status names (nothing to escape): _label_piece's short case
+        piece = f"<I>{summary}</I>{_BR}" if len(summary) <= width and _PLAIN_VALUES else _label_piece(summary, "muted", width)
+        text = top[3] + piece + top[4]
+        self._head = (key, text)
+        return text
 
     def _undone_section(self, undone: _Undone, statuses: dict[str, StepStatus], numbers: dict[str, int],
                         name_of: Any, lines: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

@@ -13,6 +13,7 @@ the mimebundle carries a static ``image/svg+xml`` / ``text/html`` next to the wi
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import logging
 import threading
@@ -217,6 +218,48 @@ def graph_widget(renderer: str, dot_source: str) -> tuple[Any, bool]:
     return widget, cls is not None
 
 
+@functools.lru_cache(maxsize=64)
+def _plain_text_trait(cls: type, name: str) -> bool:
+    """Whether ``cls.name`` is a synced ``traitlets.Unicode`` that nothing in the class
+    watches or checks (no ``_name_changed`` method, no ``@validate``), with the private
+    state that :func:`set_synced` reads."""
+    import traitlets
+
+    trait = cls.class_traits().get(name)
+    return (type(trait) is traitlets.Unicode and trait.metadata.get("sync") is True and not trait.read_only
+            and "to_json" not in trait.metadata and not hasattr(cls, f"_{name}_changed")
+            and all(hasattr(cls, a) for a in ("_send", "comm", "keys", "_property_lock", "_holding_sync")))
+
+
+def set_synced(widget: Any, name: str, value: str) -> None:
+    """``setattr(widget, name, value)`` for a synced text trait, without traitlets' and
+    ipywidgets' generic path when only the frontend listens: no validation, no observer
+    lookup, no ``get_state`` (which lists every trait of the class): about 20 us of a live
+    graph's redraw. The value is stored and the same ``update`` message is sent on the
+    widget's comm as ``send_state(name)`` sends. Anything else (an observer or validator
+    of the trait, held or locked sync, notifications on hold, a value that is not a str)
+    takes the ordinary path."""
+    try:
+        notifiers, values = widget._trait_notifiers, widget._trait_values
+        ordinary = (type(value) is not str or not _plain_text_trait(type(widget), name)
+                    or widget._cross_validation_lock or "notify_change" in widget.__dict__
+                    or name in widget._trait_validators or name not in values
+                    or (notifiers and (name in notifiers or any(type(k) is not str for k in notifiers)))  # or All
+                    or widget._property_lock or widget._holding_sync)
+    except AttributeError:  # another widget library: the ordinary path
+        ordinary = True
+    if ordinary:
+        setattr(widget, name, value)
+        return
+    old = values[name]
+    values[name] = value
+    if old == value:
+        return
+    comm = widget.comm
+    if comm is not None and getattr(comm, "kernel", True) is not None and name in widget.keys:
+        widget._send({"method": "update", "state": {name: value}, "buffer_paths": []}, buffers=[])
+
+
 def _resolve_task_id(runner: AgentRunner, task: TaskRef | None) -> str | None:
     if task is None:
         return next(reversed(runner.tasks), None) if runner.tasks else None
@@ -353,9 +396,9 @@ class LiveGraph:
             self._source = source
             self.redraws += 1
             if self.in_browser:
-                self.widget.dot_source = source
+                set_synced(self.widget, "dot_source", source)
             else:
-                self.widget.value = self._svg_html + _dot_block(source)
+                set_synced(self.widget, "value", self._svg_html + _dot_block(source))
                 self._svg_due = time.monotonic() + self.SVG_IDLE_S
                 if self._svg_timer is None:
                     self._start_svg_timer(self.SVG_IDLE_S)
