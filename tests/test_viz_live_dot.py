@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import pytest
@@ -213,4 +214,37 @@ def test_the_html_fallback_sends_dot_and_draws_its_picture_only_when_redraws_pau
     assert "<svg" in graph.widget.value or "<pre" in graph.widget.value
     runner.run_step(task)
     assert graph.flush() is False and graph.svg_draws == 2  # flush draws the due picture now
+    graph.close()
+
+
+@pytest.mark.parametrize("renderer", ["anywidget", "html"])
+def test_the_widget_sends_each_redraw_as_ipywidgets_would_and_observers_still_hear_it(renderer: str) -> None:
+    """The live graph stores the text and sends the comm message itself (set_synced): the
+    message must be the one ipywidgets' own trait path sends, and an observer of the trait
+    must still be called (the ordinary path then runs)."""
+    from nbagent.viz.live import live_view_available
+
+    if renderer == "anywidget" and not live_view_available():
+        pytest.skip("graphviz-anywidget is not installed")
+    runner = AgentRunner(CountingWorker(target=50))  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    graph = runner.live_graph(task, throttle_s=0, renderer=renderer)
+    widget, name = graph.widget, "dot_source" if renderer == "anywidget" else "value"
+    sent: list[tuple[Any, Any]] = []
+    widget.comm.send = lambda data=None, buffers=None, **kw: sent.append((data, buffers))
+    runner.run_step(task)  # the first step's start is drawn too (steps may be slow)
+    sent.clear()
+    runner.run_step(task)  # a fast step: one redraw, one message
+    assert sent == [({"method": "update", "state": {name: getattr(widget, name)}, "buffer_paths": []}, [])]
+    assert graph.source == task_to_dot(runner.state_of(task)) and graph.source in html.unescape(getattr(widget, name))
+    ours = sent.pop()
+    setattr(widget, name, "x")  # ipywidgets' own path, for comparison
+    setattr(widget, name, ours[0]["state"][name])
+    assert sent[-1] == ours
+    sent.clear()
+    heard: list[str] = []
+    widget.observe(lambda change: heard.append(change["new"]), names=name)
+    runner.run_step(task)
+    assert heard == [getattr(widget, name)] and len(sent) == 1 and sent[0][0]["state"] == {name: heard[0]}
+    assert graph.source == task_to_dot(runner.state_of(task))
     graph.close()
