@@ -6,6 +6,8 @@ import html
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbagent import AgentRunner, FunctionCallingAgentWorker, ParallelAgentRunner, ScriptedLLM
 from nbagent.events import StepStarted
@@ -248,3 +250,14 @@ def test_the_widget_sends_each_redraw_as_ipywidgets_would_and_observers_still_he
     assert heard == [getattr(widget, name)] and len(sent) == 1 and sent[0][0]["state"] == {name: heard[0]}
     assert graph.source == task_to_dot(runner.state_of(task))
     graph.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=0x2070)) | st.text(alphabet=" ab\t\n\r\x00~&<\u202e"),
+       limit=st.none() | st.integers(0, 12))
+def test_the_quick_preview_of_a_node_line_is_the_preview(text: str, limit: int | None) -> None:
+    """Node lines preview plain ASCII text without cleaning it: the same text as preview()."""
+    from nbagent.viz.dot import _preview
+    from nbagent.viz.escape import preview
+
+    assert _preview(text, limit) == preview(text, limit)

@@ -17,7 +17,7 @@ from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
 from nbagent.mcp import tool_server
 from nbagent.runner.state import StepStatus
-from nbagent.viz.escape import args_preview, clean, preview, short_id, typed_preview, wrap_lines
+from nbagent.viz.escape import args_preview, clean, preview, short_id, truncate, typed_preview, wrap_lines
 
 if TYPE_CHECKING:
     from nbagent.runner.state import StepFailure, TaskState
@@ -271,6 +271,7 @@ def _approval_lines(step: TaskStep, limit: int) -> list[tuple[str, str]]:
 
 
 _VALUE = {st: st.value for st in StepStatus}
+_PLAIN_VALUES = all(html.escape(v) == v for v in _VALUE.values())  # status names: nothing to escape
 _ATTRS = {
     st: {"fillcolor": STATUS_COLORS[st][0], "color": STATUS_COLORS[st][1], "fontcolor": STATUS_COLORS[st][2],
          "style": _STYLES[st]}
@@ -289,6 +290,20 @@ def _short(step_id: Any) -> str:
     """``short_id``, remembered for the ids drawn again and again (a step's id is drawn
     while it is queued, when it is done, and at the ends of a collapsed run)."""
     return _short_str(step_id) if type(step_id) is str else short_id(step_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_esc_str(step_id: str) -> tuple[str, str]:
+    short = short_id(step_id)
+    return short, html.escape(short)
+
+
+def _short_esc(step_id: Any) -> tuple[str, str]:
+    """``_short`` and its HTML escape (the id is drawn in labels)."""
+    if type(step_id) is str:
+        return _short_esc_str(step_id)
+    short = short_id(step_id)
+    return short, html.escape(short)
 _S_DONE, _S_UNDONE, _S_FAILED, _S_HELD = StepStatus.DONE, StepStatus.UNDONE, StepStatus.FAILED, StepStatus.HELD
 
 
@@ -343,6 +358,15 @@ _BR = '<BR ALIGN="LEFT"/>'
 _PLAIN = (StepStatus.QUEUED, StepStatus.BLOCKED, StepStatus.RUNNING, StepStatus.DONE)
 
 
+def _preview(value: Any, limit: int | None) -> str:
+    """``preview(value, limit)``, at once for the common text: printable ASCII with single
+    inner spaces has nothing to clean and no whitespace to collapse."""
+    if (type(value) is str and value.isascii() and value.isprintable() and "  " not in value
+            and value[:1] != " " and value[-1:] != " "):
+        return value if limit is None or len(value) <= limit else truncate(value, limit)
+    return preview(value, limit)
+
+
 def _plain_step_line(name: str, number: int, sid: str, step: TaskStep | None, status: StepStatus,
                      out: TaskStepOutput | None, limit: int, wrap: int) -> str | None:
     """``_node_line(_step_node(...))`` of the most common step, in one go (the live graph draws
@@ -354,19 +378,22 @@ def _plain_step_line(name: str, number: int, sid: str, step: TaskStep | None, st
     if status is _S_DONE and (out is None or out.is_last or out.reasoning or out.tool_outputs):
         return None
     esc = html.escape
-    head = f"#{number} {_VALUE[status]} · {_short(sid)}"
-    if len(head) > wrap:
+    value = _VALUE[status]
+    short, short_esc = _short_esc(sid)
+    if len(value) + len(short) + len(str(number)) + 5 > wrap:  # the head, f"#{number} {value} · {short}"
         return None
-    parts = [f"<B>{esc(head)}</B>{_BR}"]
+    # the status names need no escaping (_PLAIN_VALUES): only the id may
+    parts = [f"<B>#{number} {value} · {short_esc}</B>{_BR}" if _PLAIN_VALUES else
+             f"<B>{esc(f'#{number} {value} · {short}')}</B>{_BR}"]
     if step.input is not None:
-        text = f"in: {preview(step.input, limit)}"
+        text = f"in: {_preview(step.input, limit)}"
         if len(text) > wrap:
             return None
         parts.append(esc(text) + _BR)
     if status is _S_DONE:
         text = output_text(out.output)  # type: ignore[union-attr]
         if text:
-            text = f"out: {preview(text, limit)}"
+            text = f"out: {_preview(text, limit)}"
             if len(text) > wrap:
                 return None
             parts.append(esc(text) + _BR)

@@ -52,6 +52,8 @@ from nbagent.viz.dot import (
     _step_node,
     _title_top,
     _VALUE,
+    _PLAIN_VALUES,
+    _short_esc,
     _attr_list,
     _UNDONE_EDGE_COLOR,
     check_options,
@@ -66,7 +68,6 @@ __all__ = ["LiveDot"]
 
 _DEFAULTS = {"max_label": 80, "collapse_after": 40, "rankdir": "TB", "keep_ends": 4, "wrap": 44, "legend": False}
 _DONE, _UNDONE = StepStatus.DONE, StepStatus.UNDONE
-_PLAIN_VALUES = all(html.escape(v) == v for v in _VALUE.values())  # status names need no escaping
 _COLLAPSED_ATTRS = _attr_list(_collapsed_node_of(2, "", "", 1, 2, None, None).attrs)
 
 
@@ -253,12 +254,15 @@ class LiveDot:
         if done[-1].task_step.step_id != last or new in pos:
             return None
         step, nxt = steps[last], steps[new]
-        if list(step.next_steps) != [new] or list(nxt.prev_steps) != [last] or nxt.next_steps:
+        links, back = step.next_steps, nxt.prev_steps  # dicts by id
+        if len(links) != 1 or new not in links or len(back) != 1 or last not in back or nxt.next_steps:
             return None
         prev = self._ins.get(s, ())
-        if s in self._outs or len(step.prev_steps) != len(prev) or any(pos.get(p, s) >= s or last not in info[p].next
-                                                    for p in step.prev_steps):
+        if s in self._outs or len(step.prev_steps) != len(prev):
             return None
+        for p in step.prev_steps:
+            if pos.get(p, s) >= s or last not in info[p].next:
+                return None
         collapse_after = self.opts["collapse_after"]
         if (collapse_after is not None and n0 + 1 > collapse_after) != self.collapsing:
             return None
@@ -619,7 +623,8 @@ class LiveDot:
         """``_node_line(_collapsed_node_of(...))``, without the detour (it changes at every step)."""
         wrap = self.opts["wrap"]
         head = f"… {count} steps …"
-        ids = f"#{n_first}–#{n_last} · {_short(first)} … {_short(last)}"
+        (short_first, esc_first), (short_last, esc_last) = _short_esc(first), _short_esc(last)
+        ids = f"#{n_first}–#{n_last} · {short_first} … {short_last}"
         if latency is None and tokens is None:
             metrics = ""
         elif tokens is None:
@@ -629,7 +634,9 @@ class LiveDot:
         else:
             metrics = f"{latency:.2f} s · {tokens} tok"
         if len(head) <= wrap and len(ids) <= wrap and len(metrics) <= wrap:  # no wrapping: in one go
-            label = f"<B>{head}</B>{_BR}{html.escape(ids)}{_BR}" + (f"<I>{metrics}</I>{_BR}" if metrics else "")
+            # html.escape(ids): only the ids can hold characters to escape
+            label = (f"<B>{head}</B>{_BR}#{n_first}–#{n_last} · {esc_first} … {esc_last}{_BR}"
+                     + (f"<I>{metrics}</I>{_BR}" if metrics else ""))
         else:
             label = (_label_piece(head, "head", wrap) + _label_piece(ids, "text", wrap)
                      + (_label_piece(metrics, "muted", wrap) if metrics else ""))
