@@ -68,6 +68,7 @@ __all__ = ["LiveDot"]
 
 _DEFAULTS = {"max_label": 80, "collapse_after": 40, "rankdir": "TB", "keep_ends": 4, "wrap": 44, "legend": False}
 _DONE, _UNDONE = StepStatus.DONE, StepStatus.UNDONE
+_DONE_TEXT = f" {_VALUE[_DONE]}"  # after the number of done steps, in the title's summary
 _COLLAPSED_ATTRS = _attr_list(_collapsed_node_of(2, "", "", 1, 2, None, None).attrs)
 
 
@@ -141,6 +142,7 @@ class LiveDot:
         self._lines: dict[str, tuple[tuple[Any, ...], Any, str]] = {}  # sid -> (key, output, line)
         self._ghosts: dict[int, tuple[tuple[Any, ...], Any, str]] = {}
         self._top: tuple[Any, str, str, str, str] | None = None  # status, id, input; the text around the summary
+        self._tpl: tuple[Any, ...] | None = None  # _header_one's summary around the done count
         self._head: tuple[tuple[Any, ...], str] | None = None  # the header text, by the status counts
         self._stopped: tuple[str | None, Any] = (None, None)  # the step the settling stopped at, its status
         self._run_line: tuple[tuple[Any, ...], str] | None = None
@@ -324,7 +326,7 @@ class LiveDot:
         status = self._stopped[1] if self._stopped[0] == new else _status(state, new)
         if status is _UNDONE:
             return self._text(undone)
-        lines = [self._header({new: status})]
+        lines = [self._header_one(status)]
         lines.extend(self.nodes)
         run = self.run
         run_name = None
@@ -911,9 +913,9 @@ class LiveDot:
                 chains.append(chain)
         return chain_of, chains, ext
 
-    def _header(self, statuses: dict[str, StepStatus]) -> str:
-        """The text up to the first node line, as one string: the title's summary changes
-        at every step, the rest of it seldom (cached by the task's id, input and status)."""
+    def _title(self) -> tuple[Any, str, str, str, str]:
+        """The text before and after the title's summary line (cached by the task's id,
+        input and status): the summary changes at every step, the rest seldom."""
         state, opts = self.state, self.opts
         try:
             task_status: Any = state.status
@@ -929,6 +931,12 @@ class LiveDot:
             post = post[post.index(">];"):]  # what follows the summary line
             top = self._top = (task_status, task.task_id, task.input, head[0] + "\n" + pre, "\n".join([post, *head[2:]]))
             self._head = None
+        return top
+
+    def _header(self, statuses: dict[str, StepStatus]) -> str:
+        """The text up to the first node line, as one string (the settled steps counted,
+        and ``statuses``: those of the steps after the prefix)."""
+        top = self._title()
         counts = self._zero.copy()
         for st in statuses.values():
             counts[st] += 1
@@ -939,12 +947,33 @@ class LiveDot:
         if found is not None and found[0] == key:
             return found[1]
         summary = ", ".join([f"{k} {_VALUE[st]}" for st, k in counts.items() if k]) or "no steps"
-        width = max(opts["wrap"], 60)
+        width = max(self.opts["wrap"], 60)
         # the summary is numbers and status names (nothing to escape): _label_piece's short case
         piece = f"<I>{summary}</I>{_BR}" if len(summary) <= width and _PLAIN_VALUES else _label_piece(summary, "muted", width)
         text = top[3] + piece + top[4]
         self._head = (key, text)
         return text
+
+    def _header_one(self, one: StepStatus) -> str:
+        """``_header`` of the common redraw (one step after the prefix, of status ``one``):
+        the summary's text around the count of done steps is kept while ``one`` and the
+        number of undone steps stay, and the count is put in."""
+        top = self._title()
+        undone = self.undone
+        tpl = self._tpl
+        if tpl is None or tpl[0] is not top or tpl[1] is not one or tpl[2] != undone:
+            counts = self._zero.copy()
+            counts[one] += 1
+            counts[_UNDONE] += undone
+            parts = ["\0" if st is _DONE else f"{k} {_VALUE[st]}" for st, k in counts.items() if k or st is _DONE]
+            before, after = ", ".join(parts).split("\0")
+            tpl = self._tpl = (top, one, undone, before, after)
+        done = self.done + (1 if one is _DONE else 0)
+        before, after = tpl[3], tpl[4]
+        if (not done or not _PLAIN_VALUES
+                or len(before) + len(after) + len(str(done)) + len(_DONE_TEXT) > max(self.opts["wrap"], 60)):
+            return self._header({"": one})
+        return f"{top[3]}<I>{before}{done}{_DONE_TEXT}{after}</I>{_BR}{top[4]}"
 
     def _undone_section(self, undone: _Undone, statuses: dict[str, StepStatus], numbers: dict[str, int],
                         name_of: Any, lines: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
