@@ -250,6 +250,14 @@ def test_the_widget_sends_each_redraw_as_ipywidgets_would_and_observers_still_he
     assert heard == [getattr(widget, name)] and len(sent) == 1 and sent[0][0]["state"] == {name: heard[0]}
     assert graph.source == task_to_dot(runner.state_of(task))
     graph.close()
+    other = runner.live_graph(task, throttle_s=0, renderer=renderer)
+    everything: list[str] = []
+    other.widget.observe(lambda change: everything.append(change["name"]))  # every trait (traitlets.All)
+    runner.run_step(task)  # its first step: the start is drawn too
+    everything.clear()
+    runner.run_step(task)
+    assert everything.count(name) == 1 and other.source == task_to_dot(runner.state_of(task))
+    other.close()
 
 
 @settings(max_examples=400, deadline=None)

@@ -218,6 +218,9 @@ def graph_widget(renderer: str, dot_source: str) -> tuple[Any, bool]:
     return widget, cls is not None
 
 
+_TRAIT_ALL: list[Any] = [object()]  # traitlets.All (an observer of every trait), once traitlets is imported
+
+
 @functools.lru_cache(maxsize=64)
 def _plain_text_trait(cls: type, name: str) -> bool:
     """Whether ``cls.name`` is a synced ``traitlets.Unicode`` that nothing in the class
@@ -225,6 +228,7 @@ def _plain_text_trait(cls: type, name: str) -> bool:
     state that :func:`set_synced` reads."""
     import traitlets
 
+    _TRAIT_ALL[0] = traitlets.All
     trait = cls.class_traits().get(name)
     return (type(trait) is traitlets.Unicode and trait.metadata.get("sync") is True and not trait.read_only
             and "to_json" not in trait.metadata and not hasattr(cls, f"_{name}_changed")
@@ -240,12 +244,11 @@ def set_synced(widget: Any, name: str, value: str) -> None:
     of the trait, held or locked sync, notifications on hold, a value that is not a str)
     takes the ordinary path."""
     try:
-        notifiers, values = widget._trait_notifiers, widget._trait_values
-        ordinary = (type(value) is not str or not _plain_text_trait(type(widget), name)
-                    or widget._cross_validation_lock or "notify_change" in widget.__dict__
-                    or name in widget._trait_validators or name not in values
-                    or (notifiers and (name in notifiers or any(type(k) is not str for k in notifiers)))  # or All
-                    or widget._property_lock or widget._holding_sync)
+        values, notifiers = widget._trait_values, widget._trait_notifiers
+        ordinary = (type(value) is not str or name not in values or values.get("_property_lock")
+                    or widget._holding_sync or widget._cross_validation_lock or name in widget._trait_validators
+                    or "notify_change" in widget.__dict__ or not _plain_text_trait(type(widget), name)
+                    or (notifiers and (name in notifiers or _TRAIT_ALL[0] in notifiers)))
     except AttributeError:  # another widget library: the ordinary path
         ordinary = True
     if ordinary:
@@ -255,7 +258,7 @@ def set_synced(widget: Any, name: str, value: str) -> None:
     values[name] = value
     if old == value:
         return
-    comm = widget.comm
+    comm = values.get("comm")
     if comm is not None and getattr(comm, "kernel", True) is not None and name in widget.keys:
         widget._send({"method": "update", "state": {name: value}, "buffer_paths": []}, buffers=[])
 
