@@ -213,7 +213,7 @@ def _metrics(out: TaskStepOutput) -> str:
             parts.append(f"{int(usage.total_tokens)} tok")
         except Exception:  # noqa: BLE001
             pass
-    money = cost_label(out)  # None unless prices are set (nbagent.costs)
+    money = cost_label(out) if usage is not None else None  # None unless prices are set (nbagent.costs)
     if money:
         parts.append(money)
     return " · ".join(parts)

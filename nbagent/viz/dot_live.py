@@ -578,7 +578,9 @@ class LiveDot:
             run = self.run
             if run is not None:
                 lnext = info[order[run.end - 1]].next
-                if inf.ok and lnext == (sid,) and ins.get(i) == [run.end - 1]:  # the run goes on
+                into = ins.get(i)
+                if (inf.ok and len(lnext) == 1 and lnext[0] == sid and into is not None and len(into) == 1
+                        and into[0] == run.end - 1):  # the run goes on
                     self.dck.append((len(self.nodes), self.chains, (run.start, run.end, run.latency, run.tokens)))
                     run.end = i + 1
                     out = state.outputs.get(sid)
@@ -682,8 +684,12 @@ class LiveDot:
             self.eck.append(len(edge_lines))
             added: list[tuple[str, str]] = []
             if nxt:
-                na = self._name(a)
+                ia, na = info[a].name, None
                 for b in nxt:
+                    if type(ia) is int and info[b].name == ia:
+                        continue  # both in one collapsed run: one node, no edge
+                    if na is None:
+                        na = self._name(a)
                     nb = self._name(b)
                     if na == nb or (na, nb) in pairs:
                         continue
