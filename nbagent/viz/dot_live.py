@@ -29,7 +29,6 @@ link to a step missing from the registry is drawn by ``task_to_dot`` itself
 
 from __future__ import annotations
 
-import html
 from bisect import bisect_left
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,6 @@ from nbagent.viz.dot import (
     _legend_lines,
     _BR,
     _node_line,
-    _short,
     _plain_step_line,
     _status,
     _step_node,
@@ -308,7 +306,8 @@ class LiveDot:
             name = f"s{s}"
             line = None
             if last not in self.failures_of and last not in self.undone_outs:
-                line = _plain_step_line(name, number, last, step, _DONE, done[-1], self.opts["max_label"], self.opts["wrap"])
+                line = _plain_step_line(name, number, last, step, _DONE, done[-1], self.opts["max_label"],
+                                        self.opts["wrap"])
             info[last] = _Info(_DONE, number, name, ok, (new,),
                                line if line is not None else self._step_line(last, _DONE, number, name, keep=False))
             self._lines.pop(last, None)
@@ -935,7 +934,8 @@ class LiveDot:
             head = _header_from(title + "\0", {}, opts["rankdir"], opts["wrap"])
             pre, post = head[1].split("\0", 1)
             post = post[post.index(">];"):]  # what follows the summary line
-            top = self._top = (task_status, task.task_id, task.input, head[0] + "\n" + pre, "\n".join([post, *head[2:]]))
+            top = self._top = (task_status, task.task_id, task.input, head[0] + "\n" + pre,
+                               "\n".join([post, *head[2:]]))
             self._head = None
         return top
 
@@ -955,7 +955,10 @@ class LiveDot:
         summary = ", ".join([f"{k} {_VALUE[st]}" for st, k in counts.items() if k]) or "no steps"
         width = max(self.opts["wrap"], 60)
         # the summary is numbers and status names (nothing to escape): _label_piece's short case
-        piece = f"<I>{summary}</I>{_BR}" if len(summary) <= width and _PLAIN_VALUES else _label_piece(summary, "muted", width)
+        if len(summary) <= width and _PLAIN_VALUES:
+            piece = f"<I>{summary}</I>{_BR}"
+        else:
+            piece = _label_piece(summary, "muted", width)
         text = top[3] + piece + top[4]
         self._head = (key, text)
         return text
