@@ -19,6 +19,7 @@ from nbagent.viz.dot_live import LiveDot  # noqa: E402
 
 MARKS = (100, 1_000, 2_000)
 WINDOW = 100
+SIZE = 10  # steps per window: best of WINDOW // SIZE windows (a busy machine spoils some)
 
 
 class Failing(Counter):
@@ -40,11 +41,11 @@ def step_time(runner: AgentRunner, task: object, n: int) -> float:
 
 
 def best_windows(plain_runner: AgentRunner, plain_task: object, runner: AgentRunner, task: object) -> tuple[float, float]:
-    """Best of WINDOW // 20 windows of 20 steps each, the two runners alternating."""
+    """Best of WINDOW // SIZE windows of SIZE steps each, the two runners alternating."""
     p, q = [], []
-    for _ in range(WINDOW // 20):
-        p.append(step_time(plain_runner, plain_task, 20))
-        q.append(step_time(runner, task, 20))
+    for _ in range(WINDOW // SIZE):
+        p.append(step_time(plain_runner, plain_task, SIZE))
+        q.append(step_time(runner, task, SIZE))
     return min(p), min(q)
 
 
@@ -63,11 +64,11 @@ def main() -> None:
         step_time(plain_runner, plain_task, mark - WINDOW - done)
         step_time(live_runner, task, mark - WINDOW - done)
         plain[mark], live[mark] = best_windows(plain_runner, plain_task, live_runner, task)
-        done = mark - WINDOW + 20 * (WINDOW // 20)
+        done = mark - WINDOW + SIZE * (WINDOW // SIZE)
     state = live_runner.state_of(task)
     assert graph.source == task_to_dot(state)
     print(f"live graph (throttle 0, {'in-browser view' if graph.in_browser else 'HTML fallback'}), best of "
-          f"{WINDOW // 20} windows of 20 steps before each mark (load average {load:.2f} when it started):")
+          f"{WINDOW // SIZE} windows of {SIZE} steps before each mark (load average {load:.2f} when it started):")
     for mark in MARKS:
         print(f"  at {mark:5,d} steps: plain {plain[mark] * 1e6:7.1f} us   with live graph {live[mark] * 1e6:7.1f} us "
               f"({live[mark] / plain[mark]:.2f}x; target <= 2x)")
@@ -112,7 +113,7 @@ def main() -> None:
     html_task = html_runner.create_task("go")
     html_graph = html_runner.live_graph(html_task, throttle_s=0, renderer="html")
     step_time(html_runner, html_task, MARKS[-1] - WINDOW)
-    per_step = min(step_time(html_runner, html_task, 20) for _ in range(WINDOW // 20))
+    per_step = min(step_time(html_runner, html_task, SIZE) for _ in range(WINDOW // SIZE))
     print(f"  HTML fallback at {MARKS[-1]:,d} steps: {per_step * 1e6:.1f} us per step; `dot` ran "
           f"{html_graph.svg_draws} times during the run")
     html_graph.close()
