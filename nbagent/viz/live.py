@@ -357,10 +357,13 @@ class LiveGraph:
     SVG_IDLE_S = 1.0
 
     def _on_event(self, event: Event) -> None:
-        if type(event) is StepCompleted:  # the common event first (the same steps as below)
+        kind = type(event)
+        if kind is StepCompleted:  # the common events first (the same steps as below)
             if event.task_id == self._task_id:
                 self._slow = event.latency_s >= self.SLOW_STEP_S
                 self._throttle.request()
+            return
+        if kind is StepStarted and not self._slow:
             return
         if isinstance(event, TokenStreamed):
             return
