@@ -406,3 +406,32 @@ def test_a_memory_whose_token_counter_is_not_registered_is_refused_by_name(tmp_p
     del values._ALLOWED[ref]
     with pytest.raises(PersistError, match=r"counts tokens with '.*_word_count'.*allow_type"):
         AgentRunner.load(tmp_path / name, CountingWorker(target=2))
+
+
+OPENER = """\
+import sys, time
+sys.path.insert(0, {root!r})
+from nbagent.store import RunStore
+start = {start!r}
+while time.time() < start:  # every process opens the new file at the same instant
+    pass
+RunStore({db!r}).runs()
+print("opened")
+"""
+
+
+def test_processes_opening_one_new_store_at_the_same_instant_all_get_it(tmp_path: Path) -> None:
+    """Switching a new file to WAL can fail at once with "database is locked" while another
+    process does the same (SQLite's busy timeout does not wait there): the store retries."""
+    for round_ in range(4):
+        db = tmp_path / f"new{round_}.db"
+        start = time.time() + 2.0  # after every child has imported nbagent
+        procs = [
+            subprocess.Popen([sys.executable, "-c", OPENER.format(root=str(ROOT), db=str(db), start=start)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(6)
+        ]
+        results = [p.communicate(timeout=120) for p in procs]
+        failed = [err.strip().splitlines()[-1] for out, err in results if out.strip() != "opened"]
+        assert not failed, failed
+        assert RunStore(db).runs() == []

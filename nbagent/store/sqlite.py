@@ -248,45 +248,66 @@ class RunStore:
                 str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
             )
             self._cur = self._db.cursor()  # for the statements of every step (one cursor, not one each)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # WAL + NORMAL: a commit survives the process being killed; no fsync per step
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            # SQLite's default checkpoint (every 1,000 pages of log, ~4 MB) also bounds what a
-            # power cut can take back (see the module); keep the log's file at most 64 MB
-            self._db.execute("PRAGMA wal_autocheckpoint=1000")
-            self._db.execute("PRAGMA journal_size_limit=67108864")
-            with self._tx():
-                for stmt in _SCHEMA_SQL.split(";"):
-                    if stmt.strip():
-                        self._db.execute(stmt)
-                for stmt in _STEP_SQL:
-                    self._db.execute(stmt)
-                row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
-                if row is None:
-                    self._db.execute("INSERT INTO meta VALUES('format', ?)", ("nbagent-store",))
-                    self._db.execute("INSERT INTO meta VALUES('schema', ?)", (str(SCHEMA),))
-                elif row[0] != "nbagent-store":
-                    raise PersistError(f"{self.path}: a SQLite file, but not an nbagent run store")
-                else:
-                    schema = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-                    if schema is not None and int(schema[0]) in READS and int(schema[0]) < SCHEMA:
-                        # nothing it holds reads differently now; from here on it may hold
-                        # records an older reader would misread, so such a reader must refuse it
-                        self._db.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA),))
-                        schema = (str(SCHEMA),)
-                    if schema is None or int(schema[0]) > SCHEMA:
-                        raise PersistError(
-                            f"{self.path}: written by a newer nbagent (store schema {schema and schema[0]}); "
-                            f"this nbagent reads schema {SCHEMA}: upgrade nbagent to open it"
-                        )
-                    if int(schema[0]) < SCHEMA:
-                        raise PersistError(
-                            f"{self.path}: written by an older nbagent (store schema {schema[0]}, one table per "
-                            f"kind of piece); this nbagent reads schema {SCHEMA}: load and save its runs with "
-                            "the nbagent that wrote it as run files (runner.save('run.json')), or start a new store"
-                        )
+            self._open(timeout)
         except sqlite3.DatabaseError as err:
             raise PersistError(f"{self.path}: cannot open as a run store ({err})") from err
+
+    def _open(self, timeout: float) -> None:
+        """Set the store up, waiting out other processes that open the same new file at the
+        same moment: switching a new file to WAL can fail at once with "database is locked"
+        (SQLite's busy timeout does not cover that case), so it is tried again."""
+        deadline = time.monotonic() + timeout
+        pause = 0.005
+        while True:
+            try:
+                return self._open_once()
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+
+    def _open_once(self) -> None:
+        """The pragmas, the schema and its version check, in one go."""
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a commit survives the process being killed; no fsync per step
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        # SQLite's default checkpoint (every 1,000 pages of log, ~4 MB) also bounds what a
+        # power cut can take back (see the module); keep the log's file at most 64 MB
+        self._db.execute("PRAGMA wal_autocheckpoint=1000")
+        self._db.execute("PRAGMA journal_size_limit=67108864")
+        with self._tx():
+            for stmt in _SCHEMA_SQL.split(";"):
+                if stmt.strip():
+                    self._db.execute(stmt)
+            for stmt in _STEP_SQL:
+                self._db.execute(stmt)
+            row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO meta VALUES('format', ?)", ("nbagent-store",))
+                self._db.execute("INSERT INTO meta VALUES('schema', ?)", (str(SCHEMA),))
+            elif row[0] != "nbagent-store":
+                raise PersistError(f"{self.path}: a SQLite file, but not an nbagent run store")
+            else:
+                schema = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+                if schema is not None and int(schema[0]) in READS and int(schema[0]) < SCHEMA:
+                    # nothing it holds reads differently now; from here on it may hold
+                    # records an older reader would misread, so such a reader must refuse it
+                    self._db.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA),))
+                    schema = (str(SCHEMA),)
+                if schema is None or int(schema[0]) > SCHEMA:
+                    raise PersistError(
+                        f"{self.path}: written by a newer nbagent (store schema {schema and schema[0]}); "
+                        f"this nbagent reads schema {SCHEMA}: upgrade nbagent to open it"
+                    )
+                if int(schema[0]) < SCHEMA:
+                    raise PersistError(
+                        f"{self.path}: written by an older nbagent (store schema {schema[0]}, one table per "
+                        f"kind of piece); this nbagent reads schema {SCHEMA}: load and save its runs with "
+                        "the nbagent that wrote it as run files (runner.save('run.json')), or start a new store"
+                    )
 
     # ----- plumbing ---------------------------------------------------------------------
     def _tx(self, write: bool = True) -> _Tx:
