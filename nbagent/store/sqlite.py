@@ -65,7 +65,8 @@ every step (keep growing state in an ``AppendLog``, as nbagent's own workers do)
 deleted task, a reset or a finalized task (written again in full) left behind stay in the
 log until the run is saved in full again; a task's undone links (``undone_edges``) are in its
 row, which every step rewrites. A store written by schema 1 (nbagent before the log) is
-refused by name: save its runs as run files with the nbagent that wrote it.
+migrated in place when opened (``nbagent.store._schema1``; the old file is kept as
+``<store>.schema1.bak``).
 """
 
 from __future__ import annotations
@@ -243,6 +244,9 @@ class RunStore:
             with open(self.path, "rb") as fh:
                 if fh.read(16) != _MAGIC:
                     raise PersistError(f"{self.path}: not an nbagent run store (not a SQLite file)")
+            from nbagent.store._schema1 import migrate_if_schema1
+
+            migrate_if_schema1(self.path, timeout)  # a schema-1 store becomes today's, in place
         try:
             self._db = sqlite3.connect(
                 str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
