@@ -199,7 +199,8 @@ def test_a_schema1_store_is_migrated_and_loads_what_the_old_nbagent_loaded(schem
     assert any(len(t["memory"]) >= 4 for t in tasks)
     assert any(len(t["sources"]) >= 2 for t in tasks)
     assert {lab[2] for lab in expected["labels"]} >= {"row-1", "row-3"}
-    assert sqlite3.connect(db).execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0] != "1"
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        assert con.execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0] != "1"
     # it goes on: a loaded run steps and undoes, and autosaves into the migrated store
     run_id = next(r for r, run in expected["runs"].items() if any(t["history"] > 0 and t["status"] == "active" for t in run["tasks"].values()))
     worker = ReActAgentWorker.from_tools([add], llm=ScriptedLLM([act(5, 5), act(6, 6), "Thought: done.\nAnswer: 12"]))
@@ -228,8 +229,10 @@ def test_a_store_another_process_holds_open_is_not_migrated_under_it(schema1: tu
     other.execute("PRAGMA journal_mode=WAL")
     other.execute("SELECT count(*) FROM runs").fetchone()
     old_bytes = db.read_bytes()
+    start = time.monotonic()
     with pytest.raises(PersistError, match="another process has it open; close the other process"):
-        RunStore(db, timeout=0.3)
+        RunStore(db)  # the default 30 s timeout: refused after a short wait, not after all of it
+    assert time.monotonic() - start < 10
     assert db.read_bytes() == old_bytes and not Path(f"{db}.schema1.bak").exists()
     other.close()
     with pytest.warns(MigrationWarning):  # the way most users open it
@@ -280,7 +283,8 @@ def test_kill_9_during_migration_leaves_the_old_or_the_new_store_complete(schema
             child.kill()
             child.wait(10)
             left = sorted(p.name[len(db.name):] for p in tmp_path.glob(db.name + ".*"))
-            migrated = sqlite3.connect(db).execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0] != "1"
+            with contextlib.closing(sqlite3.connect(db)) as con:
+                migrated = con.execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0] != "1"
             outcomes.append(("new" if migrated else "old", left))
         with pytest.warns(MigrationWarning) if outcomes[-1][0] == "old" else _no_warning():
             with RunStore(db) as store:  # migrates now if the kill came first

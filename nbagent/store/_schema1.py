@@ -303,9 +303,14 @@ def _migrate_once(path: Path, timeout: float) -> bool:
     before = os.stat(path)
     con = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
     try:
+        first = con.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        if first is None or str(first[0]) != "1":
+            return False  # the file at `path` is already another one (migrated meanwhile)
         try:
             # WAL -> rollback journal: SQLite checkpoints and drops the -wal, and only while no
-            # other connection (in any process) has the store open
+            # other connection (in any process) has the store open: wait a little, not the
+            # whole timeout, for one that is only reading it
+            con.execute(f"PRAGMA busy_timeout={int(min(timeout, 2.0) * 1000)}")
             mode = con.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
             con.execute("PRAGMA locking_mode=EXCLUSIVE")
             con.execute("BEGIN EXCLUSIVE")  # held to the end: nobody opens it meanwhile
