@@ -187,6 +187,26 @@ def _dumps(value: Any) -> str:
     return _JSON.encode(value)
 
 
+def _sql_text(text: str | None) -> str | bytes | None:
+    """A text as SQLite can take it: a str that holds a lone surrogate (half of a streamed
+    emoji, say) is not valid UTF-8, so it goes in as its bytes (``surrogatepass``), a BLOB
+    ``_py_text`` turns back into the very same str."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _py_text(value: Any) -> Any:
+    """The inverse of ``_sql_text`` (a column read as text, or as bytes: ``CAST(x AS BLOB)``)."""
+    if type(value) is bytes:
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
 def is_store_path(path: Any) -> bool:
     """True for a ``RunStore``, an existing SQLite file, or a new path ending in .db/.sqlite."""
     if isinstance(path, RunStore):
@@ -366,7 +386,7 @@ class RunStore:
             raise
         finally:
             writer.ops.clear()
-        found = self._infos("WHERE run_id=? AND task_id=?", (writer.run_id, state.task_id))
+        found = self._infos("WHERE run_id=? AND task_id=?", (_sql_text(writer.run_id), _sql_text(state.task_id)))
         return found[0]
 
     def _writer(self, runner: AgentRunner) -> _Writer:
@@ -399,7 +419,7 @@ class RunStore:
                 raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
         self._db.execute(
             "UPDATE tasks SET key=coalesce(?, key), tag=coalesce(?, tag) WHERE run_id=? AND task_id=?",
-            (key, tag, run_id, task_id),
+            (_sql_text(key), _sql_text(tag), _sql_text(run_id), _sql_text(task_id)),
         )
 
     # ----- reading ----------------------------------------------------------------------
@@ -416,7 +436,7 @@ class RunStore:
         for column, value in (("run_id", run), ("key", key), ("tag", tag)):
             if value is not None:
                 where.append(f"{column}=?")
-                args.append(value)
+                args.append(_sql_text(value))
         if status is not None:
             wanted = [status] if isinstance(status, str) else [getattr(s, "value", s) for s in status]
             where.append(f"status IN ({','.join('?' * len(wanted))})")
@@ -432,11 +452,12 @@ class RunStore:
     def _infos(self, where: str, args: tuple[Any, ...]) -> list[TaskInfo]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT run_id, task_id, key, tag, status, input, response, steps, updated FROM tasks "
+                "SELECT CAST(run_id AS BLOB), CAST(task_id AS BLOB), CAST(key AS BLOB), CAST(tag AS BLOB), "
+                "status, CAST(input AS BLOB), CAST(response AS BLOB), steps, updated FROM tasks "
                 f"{where} ORDER BY updated, seq",
                 args,
             ).fetchall()
-        return [TaskInfo(*row) for row in rows]
+        return [TaskInfo(*(_py_text(v) for v in row)) for row in rows]
 
     def runs(self) -> list[RunInfo]:
         """Every stored run, oldest first."""
@@ -470,7 +491,7 @@ class RunStore:
                 if row is None:
                     raise PersistError(f"{source}: the store holds no run yet")
                 run = row[0]
-            head = self._db.execute("SELECT header, no FROM runs WHERE run_id=?", (run,)).fetchone()
+            head = self._db.execute("SELECT header, no FROM runs WHERE run_id=?", (_sql_text(run),)).fetchone()
             if head is None:
                 known = [r[0] for r in self._db.execute("SELECT run_id FROM runs ORDER BY created")]
                 raise PersistError(f"{source}: no run {run!r}; stored runs: {known}")
@@ -829,7 +850,7 @@ class _Writer:
         # its log records name the task by its place (seq): written again, it gets a new one,
         # and loading skips records of a place no task holds
         self.mirrors.pop(task_id, None)
-        self.db.execute("DELETE FROM tasks WHERE run_id=? AND task_id=?", (self.run_id, task_id))
+        self.db.execute("DELETE FROM tasks WHERE run_id=? AND task_id=?", (self.run_id, _sql_text(task_id)))
 
     # ----- events -----------------------------------------------------------------------
     def on_event(self, event: Any) -> None:
@@ -1374,8 +1395,8 @@ class _Writer:
             })[1:]
         self._sync_containers()
         response = getattr(state.final_response, "response", None)
-        if not isinstance(response, str):
-            response = None
+        response = _sql_text(response) if isinstance(response, str) else None
+        tid = _sql_text(tid)  # (a caller's task id may hold a lone surrogate too)
         if m.row and self.row_update is not None:  # written with the log row, in one statement
             self.row_update[:] = (status, response, len(state.completed_steps), time.time(), head, m.row, tid, run)
             return
@@ -1391,7 +1412,7 @@ class _Writer:
                 "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
                 "status=excluded.status, response=excluded.response, steps=excluded.steps, "
                 "updated=excluded.updated, head=excluded.head",
-                (run, tid, m.seq, status, task.input, response, len(state.completed_steps), time.time(), head),
+                (run, tid, m.seq, status, _sql_text(task.input), response, len(state.completed_steps), time.time(), head),
             )
             m.row = db.execute("SELECT rowid FROM tasks WHERE run_id=? AND task_id=?", (run, tid)).fetchone()[0]
 
@@ -1556,6 +1577,7 @@ class _Rows:
         wanted = None if only is None else set(only)
         task_of: dict[int, str] = {}  # a task's place (seq) -> its id; records of other places are stale
         for task_id, seq, head in db.execute("SELECT task_id, seq, head FROM tasks WHERE run_id=? ORDER BY seq", (run,)):
+            task_id = _py_text(task_id)
             if wanted is None or task_id in wanted:
                 rows.tasks.append((task_id, head))
                 task_of[seq] = task_id
