@@ -553,17 +553,6 @@ class BatchRun:
 # ----- one task, isolated --------------------------------------------------------------------
 
 
-class _DiscardMemory(ChatMemoryBuffer):
-    """Stands in for the runner's memory while a batch task is finalized: the task's
-    messages stay on the task (its transcript) and never join the conversation."""
-
-    def put(self, message: Any) -> None:
-        return None
-
-
-_DISCARD = _DiscardMemory()
-
-
 async def run_isolated(
     runner: AgentRunner,
     text: str,
@@ -583,17 +572,13 @@ async def run_isolated(
         return None, None, err
     task.memory = history
     state = runner.state_of(task.task_id)
+    state.adds_to_memory = False  # its messages stay on the task (its transcript), never join the conversation
     if item is not None:
         item.task_id = task.task_id
     try:
         run = runner._arun_to_end(task.task_id, "wait", runner.default_tool_choice)
         output = await (asyncio.wait_for(run, timeout_s) if timeout_s is not None else run)
-        saved = runner.memory
-        runner.memory = _DISCARD  # a sync call: no other task runs while it is swapped
-        try:
-            response = runner.finalize_response(task.task_id, output)
-        finally:
-            runner.memory = saved
+        response = runner.finalize_response(task.task_id, output)
         if isinstance(response, StreamingAgentChatResponse):
             response = await response.aget_response()
         return state, response, None

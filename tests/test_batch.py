@@ -135,6 +135,43 @@ def test_tasks_are_independent_and_leave_the_runner_memory_alone() -> None:
     assert transcript[-1] == "The answer is 22"
 
 
+@pytest.mark.parametrize("target", ["runs.db", "run.json"])
+def test_autosave_during_a_batch_saves_every_task_as_it_is_without_a_warning(tmp_path: Path, target: str) -> None:
+    """The runner's own autosave sees each batch task finalized, as it is live, and the
+    conversation untouched (a batch once swapped a memory autosave could not save into the
+    runner while it finalized: a warning per task and a stale status in the store)."""
+    import warnings
+
+    from nbagent import AgentRunner
+
+    history = [ChatMessage(role=MessageRole.USER, content="earlier: 0 0"), ChatMessage(role=MessageRole.ASSISTANT, content="ok")]
+    agent = make_agent(SlowLLM(brain, delay=0.002, model="m1"), chat_history=history)
+    agent.autosave = tmp_path / target
+    inputs = [*questions(5), "boom 1 2"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batch = agent.run_batch(inputs, max_concurrency=3, progress=False)
+    assert [str(w.message) for w in caught] == []  # AutosaveWarning: one per task before
+    assert [it.index for it in batch.failed] == [5]
+    agent.autosave = None  # (a run file autosave writes its last change now)
+    loaded = AgentRunner.load(tmp_path / target)
+    assert {tid: s.status for tid, s in loaded.tasks.items()} == {tid: s.status for tid, s in agent.tasks.items()}
+    assert [m.text for m in loaded.chat_history] == ["earlier: 0 0", "ok"] == [m.text for m in agent.chat_history]
+    for item in batch:
+        if item.status == "done":
+            assert loaded.tasks[item.task_id].final_response.response == item.response.response
+    if target.endswith(".db"):
+        from nbagent.store.sqlite import RunStore
+
+        with RunStore(tmp_path / target) as store:
+            assert {t.task_id: t.status for t in store.tasks()} == {
+                tid: s.status.value for tid, s in agent.tasks.items()
+            }
+    # a batch task, loaded and finalized again by hand, still leaves the conversation alone
+    state = loaded.tasks[batch[0].task_id]
+    assert state.adds_to_memory is False
+
+
 def test_per_task_steps_tokens_cost_and_latency_match_the_runner(tmp_path: Path) -> None:
     agent = make_agent(SlowLLM(brain, delay=0.01, model="m1"))
     agent.pricing = {"m1": (1.0, 2.0)}

@@ -775,16 +775,18 @@ class AgentRunner(BaseAgent):
     def _finish(self, state: TaskState, output: ChatResponseType, text: str) -> None:
         if state.finalized:
             return
-        before = self.memory.snapshot()
+        before = self.memory.snapshot() if state.adds_to_memory else None
         try:  # all or nothing: the task's messages reach memory once, with finalized set
             self.agent_worker.finalize_task(state.task)
-            self.memory.put_messages(state.task.scratch_memory.get_all())
+            if before is not None:
+                self.memory.put_messages(state.task.scratch_memory.get_all())
             state.final_response = output
             state.finalized = True
         except BaseException:
             if not state.finalized:
                 state.final_response = None
-                txn.retry(self.memory.restore, before)
+                if before is not None:
+                    txn.retry(self.memory.restore, before)
             raise
         state.history = []  # a finalized task can no longer undo: its snapshots are dead weight
         self._emit(TaskFinalized(state.task_id, response=text))

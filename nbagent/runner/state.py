@@ -109,6 +109,9 @@ class TaskState:
     abandoned: bool = False
     final_response: Any = None
     keep_history: bool = True
+    # finalizing adds the task's new messages to the runner's memory (the conversation);
+    # False for a task that must leave it alone (each task of a batch is an evaluation)
+    adds_to_memory: bool = True
 
     @property
     def task_id(self) -> str:

@@ -9,6 +9,7 @@ The document (``runner_to_dict``; ``nbagent.store.jsonfile`` writes it as one fi
                 "memory", "scratch_memory", "extra_state", "step_states", "queue", "completed",
                 "done", "undone_outputs", "undone_edges", "undone_ids", "history" (undo
                 snapshots), "failures", "finalized", "abandoned", "keep_history",
+                "adds_to_memory" (written only when false: a batch's task),
                 "final_response", "models" (the model of each step, for costs)}]}
 
 Values inside are encoded by ``nbagent.store.values`` (tagged JSON, shared objects kept shared).
@@ -179,6 +180,7 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
         "finalized": state.finalized,
         "abandoned": state.abandoned,
         "keep_history": state.keep_history,
+        **({} if state.adds_to_memory else {"adds_to_memory": False}),
         "final_response": enc.value(state.final_response, (root, ".final_response")),
         "models": {sid: models[sid] for sid in enc.steps if sid in models},
     }
@@ -453,7 +455,11 @@ def _task_from_dict(
             raise PersistError(f"{src}: {where}.step_states[{sid!r}] is not a dict")
         step.__dict__["step_state"] = value
     # 4. the task state
-    state = TaskState(task=task, keep_history=bool(tdoc.get("keep_history", True)))
+    state = TaskState(
+        task=task,
+        keep_history=bool(tdoc.get("keep_history", True)),
+        adds_to_memory=tdoc.get("adds_to_memory", True) is not False,
+    )
     state.steps = {sid: dec.steps[sid] for sid, sd in zip(dec.steps, raw_steps) if sd.get("registered", True)}
     state.step_queue = deque(_step_of(dec, i, f"{where}.queue") for i in _need(tdoc, "queue", list, where, src))
     state.completed_steps = [_output_of(dec, n, f"{where}.completed") for n in _need(tdoc, "completed", list, where, src)]

@@ -1359,7 +1359,7 @@ class _Writer:
         self._list_rows("failures", m.failures, state.failures, state, m, known)
         self._sync_containers()  # a snapshot may have named a container first
         # 5. the task's own row: what rarely changes is encoded once (the input may be long)
-        fixed = (task.input, mem_ref["$c"], scratch_ref["$c"], extra_ref["$d"], state.keep_history)
+        fixed = (task.input, mem_ref["$c"], scratch_ref["$c"], extra_ref["$d"], state.keep_history, state.adds_to_memory)
         if m.fixed != fixed:
             m.fixed = fixed
             m.fixed_text = _dumps({
@@ -1369,6 +1369,7 @@ class _Writer:
                 "scratch_memory": scratch_ref,
                 "extra_state": extra_ref,
                 "keep_history": state.keep_history,
+                **({} if state.adds_to_memory else {"adds_to_memory": False}),
             })[:-1]
         final = state.final_response
         running = sorted(state.running, key=lambda sid: _ord(m, sid)) if state.running else []
