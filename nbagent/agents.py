@@ -6,6 +6,7 @@ undo_step, graph, panel) works on them too.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,21 +16,24 @@ from nbagent.runner.base import AgentRunner
 
 __all__ = ["ReActAgent", "OpenAIAgent", "FunctionCallingAgent", "OldOpenAIAgent", "OldReActAgent"]
 
-_RUNNER_KEYS = (
-    "memory",
-    "chat_history",
-    "delete_task_on_finish",
-    "default_tool_choice",
-    "init_task_state_kwargs",
-    "keep_history",
-    "approve_tools",
-    "state",
-    "callback_manager",
-)
+# Arguments ``from_tools`` takes itself and gives to both the worker and the runner.
+_SHARED = ("llm", "verbose")
 
 
-def _split(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: kwargs.pop(k) for k in _RUNNER_KEYS if k in kwargs}
+def _runner_keys(cls: type) -> tuple[str, ...]:
+    """Every keyword the runner class takes (read from its signature, so a new runner argument
+    is forwarded without a list to keep up to date), except its worker."""
+    params = inspect.signature(cls.__init__).parameters.values()
+    return tuple(
+        p.name
+        for p in params
+        if p.name not in ("self", "agent_worker") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+def _split(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the runner's arguments out of ``kwargs`` (what is left goes to the worker)."""
+    return {k: kwargs.pop(k) for k in _runner_keys(cls) if k in kwargs and k not in _SHARED}
 
 
 class ReActAgent(AgentRunner):
@@ -50,11 +54,11 @@ class ReActAgent(AgentRunner):
 
         if llm is None:
             raise ValueError("ReActAgent.from_tools needs llm=... (e.g. OpenAILLM(...) or ScriptedLLM([...]))")
-        runner_kwargs = _split(kwargs)
+        runner_kwargs = _split(cls, kwargs)
         worker = ReActAgentWorker.from_tools(
             tools=list(tools or []), llm=llm, max_iterations=max_iterations, verbose=verbose, **kwargs
         )
-        return cls(worker, chat_history=chat_history, memory=memory, verbose=verbose, **runner_kwargs)
+        return cls(worker, chat_history=chat_history, memory=memory, llm=llm, verbose=verbose, **runner_kwargs)
 
 
 class FunctionCallingAgent(AgentRunner):
@@ -80,9 +84,11 @@ class FunctionCallingAgent(AgentRunner):
         verbose: bool = False,
         **kwargs: Any,
     ) -> FunctionCallingAgent:
-        runner_kwargs = _split(kwargs)
+        runner_kwargs = _split(cls, kwargs)
         worker = cls._make_worker(list(tools or []), llm, verbose=verbose, **kwargs)
-        return cls(worker, chat_history=chat_history, memory=memory, verbose=verbose, **runner_kwargs)
+        return cls(
+            worker, chat_history=chat_history, memory=memory, llm=worker.llm, verbose=verbose, **runner_kwargs
+        )
 
 
 class OpenAIAgent(FunctionCallingAgent):
