@@ -9,6 +9,11 @@ The async path is the one real implementation; every sync method is ``run_sync(c
 
 Async generators are bound to the loop that started them (an HTTP stream's sockets are), so
 ``next_on(loop, agen)`` / ``anext_on(loop, agen)`` advance one on its own loop from anywhere.
+
+An exception comes out of ``run_sync`` / ``next_on`` without the frames of this bridge
+(asyncio, concurrent.futures, threads): a learner's traceback shows their call, then the code
+that raised. An error nbagent raises on purpose (a ``raise`` in nbagent's code, caused by no
+other error: "task is done", "nothing to undo"...) is shown from the caller's frame alone.
 """
 
 from __future__ import annotations
@@ -16,11 +21,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import linecache
+import os
 import threading
+import types
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["run_sync", "interrupted", "current_loop", "sync_loop", "iterate_sync", "next_on", "anext_on"]
+__all__ = [
+    "run_sync",
+    "interrupted",
+    "current_loop",
+    "sync_loop",
+    "iterate_sync",
+    "next_on",
+    "anext_on",
+    "trim_traceback",
+    "raised_on_purpose",
+]
 
 T = TypeVar("T")
 
@@ -196,8 +214,17 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion and return its result, whatever loop is running here.
 
     Interrupted (Ctrl-C, "Interrupt kernel"), the work is cancelled and rolled back before
-    this raises: nothing of it runs on, or commits, afterwards.
+    this raises: nothing of it runs on, or commits, afterwards. An exception is raised with
+    this bridge's frames trimmed (``trim_traceback``).
     """
+    __tracebackhide__ = True  # IPython and pytest leave this frame out of tracebacks
+    try:
+        return _run_sync(coro)
+    except Exception as error:
+        raise trim_traceback(error)  # the call's own error, without this bridge's frames
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
     running = _running()
     if running is None:
         loop = _thread_loop()
@@ -220,8 +247,18 @@ def _in_new_thread(coro: Coroutine[Any, Any, T]) -> T:
 def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
     """``next()`` for an async iterator bound to ``loop``, from sync code.
 
-    Raises StopIteration at the end, like ``next``.
+    Raises StopIteration at the end, like ``next``; other exceptions trimmed as ``run_sync``'s.
     """
+    __tracebackhide__ = True
+    try:
+        return _next_on(loop, agen)
+    except StopIteration:
+        raise
+    except Exception as error:
+        raise trim_traceback(error)
+
+
+def _next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
     running = _running()
     try:
         if running is None:
@@ -257,3 +294,58 @@ async def anext_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T
 
 async def _anext(agen: AsyncIterator[T]) -> T:
     return await agen.__anext__()
+
+
+# ----- short tracebacks -------------------------------------------------------------------
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_BRIDGE = (
+    os.path.abspath(__file__),
+    os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(concurrent.futures.__file__)) + os.sep,
+    os.path.abspath(threading.__file__),
+)
+
+
+def _is_bridge(filename: str) -> bool:
+    return filename.startswith(_BRIDGE)
+
+
+def raised_on_purpose(error: BaseException) -> bool:
+    """nbagent raised it itself to say the call does not fit (a ``raise`` statement in its
+    code, with no other error behind it), as opposed to a bug or a failure of a model or tool."""
+    innermost = error.__traceback__
+    while innermost is not None and innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    if innermost is None or error.__cause__ is not None:
+        return False
+    if error.__context__ is not None and not error.__suppress_context__:
+        return False
+    code = innermost.tb_frame.f_code
+    if not code.co_filename.startswith(_PACKAGE):
+        return False
+    return linecache.getline(code.co_filename, innermost.tb_lineno).lstrip().startswith("raise ")
+
+
+def trim_traceback(error: BaseException) -> BaseException:
+    """``error`` with a shorter ``__traceback__``: the frames of the sync bridge (this module,
+    asyncio, concurrent.futures, threading) left out, and, for an error nbagent raised on
+    purpose, nbagent's own frames too, so the message follows the caller's line. Anything
+    else (a bug, a tool's or a model's error) keeps the frames of the code that raised it,
+    and its cause chain. Returns ``error`` itself."""
+    entries: list[types.TracebackType] = []
+    tb = error.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    if not entries:
+        return error
+    kept = [t for t in entries if not _is_bridge(t.tb_frame.f_code.co_filename)]
+    if raised_on_purpose(error):
+        kept = [t for t in kept if not t.tb_frame.f_code.co_filename.startswith(_PACKAGE)]
+    if len(kept) == len(entries):
+        return error
+    trimmed: types.TracebackType | None = None
+    for t in reversed(kept):
+        trimmed = types.TracebackType(trimmed, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return error.with_traceback(trimmed)

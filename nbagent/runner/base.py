@@ -627,6 +627,7 @@ class AgentRunner(BaseAgent):
     ) -> _T:
         """Run ``body`` (undo, goto, fork) all or nothing: holding the task's claim, after
         ``check``, with a checkpoint of the task that any exception restores."""
+        __tracebackhide__ = True  # IPython: the learner's call, then the message
         cp: txn.Checkpoint | None = None
         token: txn.Claim | None = None
         try:
@@ -639,7 +640,7 @@ class AgentRunner(BaseAgent):
             result = body()
             txn.release(self, state, token)  # the last change
             return result
-        except BaseException:
+        except BaseException as error:
             if token is not None and txn.claim(self, state, token):  # ours (again): put it back
                 try:
                     if cp is not None:
@@ -648,6 +649,8 @@ class AgentRunner(BaseAgent):
                     txn.release(self, state, token)
                 if cp is not None:
                     self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
+            if isinstance(error, Exception) and _sync.raised_on_purpose(error):
+                raise _sync.trim_traceback(error)  # "nothing to undo": shown from the caller's line
             raise
 
     def _check_undo(self, state: TaskState) -> None:
