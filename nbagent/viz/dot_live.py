@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.approval import APPROVAL_KEY
 from nbagent.runner.state import StepStatus
+from nbagent.schema import StreamingAgentChatResponse
 from nbagent.viz.dot import (
     STATUS_ORDER,
     _chain_metrics,
@@ -68,6 +69,12 @@ _DEFAULTS = {"max_label": 80, "collapse_after": 40, "rankdir": "TB", "keep_ends"
 _DONE, _UNDONE = StepStatus.DONE, StepStatus.UNDONE
 _DONE_TEXT = f" {_VALUE[_DONE]}"  # after the number of done steps, in the title's summary
 _COLLAPSED_ATTRS = _attr_list(_collapsed_node_of(2, "", "", 1, 2, None, None).attrs)
+
+
+def _streaming(out: TaskStepOutput | None) -> bool:
+    """Whether a step's answer is a stream still being read: its text grows after the step
+    is done, so its node stays open (redrawn, never cached) until the stream ends."""
+    return out is not None and type(out.output) is StreamingAgentChatResponse and not out.output.is_done
 
 
 class _Odd(Exception):
@@ -251,7 +258,7 @@ class LiveDot:
             return None
         last = order[-1]
         new = next(reversed(steps))
-        if done[-1].task_step.step_id != last or new in pos:
+        if done[-1].task_step.step_id != last or new in pos or _streaming(done[-1]):
             return None
         step, nxt = steps[last], steps[new]
         links, back = step.next_steps, nxt.prev_steps  # dicts by id
@@ -533,6 +540,8 @@ class LiveDot:
             nxt = tuple([order[b] for b in outs[i]]) if i in outs else ()
             ok = False
             if status is _DONE:
+                if _streaming(state.outputs.get(sid)):
+                    break  # its answer still streams in: the text is not final
                 number = self.live + 1
                 if collapsing and i >= keep_ends:
                     out = state.outputs.get(sid)
@@ -714,7 +723,8 @@ class LiveDot:
             if line is not None:
                 return line
         key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
-        cache = step is None or APPROVAL_KEY not in step.step_state  # decisions change while it waits
+        # approval decisions change while a step waits; a streamed answer grows after the step
+        cache = (step is None or APPROVAL_KEY not in step.step_state) and not _streaming(out)
         found = self._lines.get(sid) if cache else None
         if found is not None and found[1] is out and found[0] == key:
             return found[2]

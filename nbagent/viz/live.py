@@ -361,6 +361,8 @@ class LiveGraph:
         if kind is StepCompleted:  # the common events first (the same steps as below)
             if event.task_id == self._task_id:
                 self._slow = event.latency_s >= self.SLOW_STEP_S
+                if event.is_last:
+                    self._redraw_when_streamed(event.step_id)
                 self._throttle.request()
             return
         if kind is StepStarted and not self._slow:
@@ -375,6 +377,17 @@ class LiveGraph:
             if isinstance(event, (TaskDeleted, RunnerReset)) and self.state is None:
                 self._task_id = None
             self._throttle.request()
+
+    def _redraw_when_streamed(self, step_id: str) -> None:
+        """A streamed answer's text grows after its step is done: redraw once more when its
+        stream ends (whoever reads it), so the last drawing shows the whole answer."""
+        from nbagent.schema import StreamingAgentChatResponse
+
+        state = self.state
+        out = None if state is None else state.outputs.get(step_id)
+        stream = None if out is None else out.output
+        if isinstance(stream, StreamingAgentChatResponse) and not stream.is_done:
+            stream.add_done_callback(lambda _text: self._throttle.request())
 
     def request_redraw(self) -> None:
         """Redraw now, or at the end of the throttle interval."""
