@@ -292,7 +292,10 @@ def _step_block(
         status = StepStatus.QUEUED
     step = state.steps.get(sid)
     out = state.outputs.get(sid) if status == StepStatus.DONE else None
-    head = [_badge(status.value, f"nb-s-{status.value}"), f'<span class="nb-muted">#{n + 1}</span>',
+    from nbagent.viz.dot import SKIPPED, is_skipped
+
+    shown = SKIPPED if is_skipped(out) else status.value  # a skipped step is done, but never ran
+    head = [_badge(shown, f"nb-s-{shown.replace(' ', '-')}"), f'<span class="nb-muted">#{n + 1}</span>',
             f'<code class="nb-id">{html_text(short_id(sid, 36))}</code>']
     if out is not None and out.is_last:
         head.append(_badge("answer", "nb-b-answer"))

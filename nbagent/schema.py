@@ -36,6 +36,7 @@ __all__ = [
     "TaskStepOutput",
     "AgentChatResponse",
     "StreamingAgentChatResponse",
+    "SkippedOutput",
     "ChatMessage",
     "MessageRole",
     "ToolSelection",
@@ -276,6 +277,16 @@ class AgentChatResponse(_LeanModel):
         from nbagent.viz.html import chat_response_html
 
         return chat_response_html(self)
+
+
+class SkippedOutput(BaseModel):
+    """The output ``skip_step`` records: the step was marked done without running, so views
+    can draw it as skipped (not as a step that ran). Reads as ``(reason)``."""
+
+    reason: str = "skipped"
+
+    def __str__(self) -> str:
+        return f"({self.reason})"
 
 
 class TaskStepOutput(_LeanModel):

@@ -22,7 +22,7 @@ def test_skip_the_failed_step_then_the_task_goes_on_and_undo_takes_the_skip_back
     events: list[Any] = []
     runner.subscribe(events.append)
     out = runner.skip_step(task)
-    assert out.output == "(skipped)" and out.task_step.step_id == failed and not out.is_last
+    assert str(out.output) == "(skipped)" and out.task_step.step_id == failed and not out.is_last
     assert state.step_status(failed) == StepStatus.DONE and state.failed_step_id() is None
     assert state.status.value == "active"
     assert [e.step_id for e in events if isinstance(e, StepCompleted)] == [failed]
@@ -48,7 +48,7 @@ def test_skip_needs_a_failed_step_or_a_queued_step_id() -> None:
         runner.skip_step(task, "nope")
     queued = runner.get_upcoming_steps(task)[0]
     out = runner.skip_step(task, queued.step_id, reason="not needed")
-    assert out.output == "(not needed)"
+    assert str(out.output) == "(not needed)"
     assert len(runner.get_upcoming_steps(task)) == 1  # the task can go on
 
 

@@ -45,6 +45,7 @@ from nbagent.runner import txn
 from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
     AgentChatResponse,
+    SkippedOutput,
     StreamingAgentChatResponse,
     Task,
     TaskStep,
@@ -607,7 +608,8 @@ class AgentRunner(BaseAgent):
             snap = self._snapshot_step(state, step)
             state.step_queue.remove(step)
             follow = [] if step.next_steps else [step.get_next_step()]
-            output = TaskStepOutput(output=f"({reason})", task_step=step, next_steps=follow, is_last=False)
+            output = TaskStepOutput(output=SkippedOutput(reason=reason), task_step=step, next_steps=follow,
+                                    is_last=False)
             output.__dict__["latency_s"] = 0.0
             self._commit(state, step, output, snap)
             self._after_step(state, output)

@@ -17,6 +17,7 @@ from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
 from nbagent.mcp import tool_server
 from nbagent.runner.state import StepStatus
+from nbagent.schema import SkippedOutput
 from nbagent.viz.escape import args_preview, clean, preview, short_id, truncate, typed_preview, wrap_lines
 
 if TYPE_CHECKING:
@@ -29,6 +30,10 @@ __all__ = [
     "node_names",
     "step_numbers",
     "output_text",
+    "is_skipped",
+    "shown_status",
+    "step_heads",
+    "SKIPPED",
     "STATUS_COLORS",
     "STATUS_ORDER",
     "RANKDIRS",
@@ -57,6 +62,11 @@ STATUS_COLORS: dict[StepStatus, tuple[str, str, str]] = {
     StepStatus.FAILED: ("#fee2e2", "#b91c1c", "#450a0a"),
     StepStatus.UNDONE: ("#f3f4f6", "#6b7280", "#374151"),
 }
+#: How a step that ``skip_step`` marked done without running is drawn (its status is done):
+#: the name views show instead of "done", and its stone-grey colours (fill, border, text).
+SKIPPED = "skipped"
+SKIPPED_COLORS = ("#f5f5f4", "#78716c", "#292524")
+
 _STYLES: dict[StepStatus, str] = {
     StepStatus.QUEUED: "rounded,filled",
     StepStatus.AWAITING: "rounded,filled,bold",
@@ -85,6 +95,49 @@ def output_text(output: Any) -> str:
     if isinstance(response, str):
         return response
     return clean(output)
+
+
+def is_skipped(out: TaskStepOutput | None) -> bool:
+    """Whether a step output is ``skip_step``'s: the step was marked done without running."""
+    return out is not None and type(out.output) is SkippedOutput
+
+
+def shown_status(state: TaskState, sid: str) -> str:
+    """The status a view shows for a step: its ``StepStatus`` value, or "skipped" for a done
+    step that never ran (``skip_step``)."""
+    status = _status(state, sid)
+    if status is StepStatus.DONE and is_skipped(state.outputs.get(sid)):
+        return SKIPPED
+    return status.value
+
+
+def step_heads(state: TaskState) -> dict[str, str]:
+    """Step id -> the first words of its node in the graph (``#4 done · answer``,
+    ``#5 undone · never ran``, ``#3 skipped``): the number and status every view shows."""
+    g = _collect(state)
+    statuses = {sid: _status(state, sid) for sid in g.order}
+    numbers = _numbers(state, g, statuses)
+    ran = {o.task_step.step_id for o in list(state.undone_outputs)}
+    heads = {}
+    for sid in g.order:
+        status = statuses[sid]
+        if status is StepStatus.UNDONE and sid in ran:  # drawn as its undone runs
+            heads[sid] = f"#{numbers[sid]} undone run"
+        else:
+            out = state.outputs.get(sid) if status is StepStatus.DONE else None
+            heads[sid] = _head(numbers[sid], status, out, sid in ran)
+    return heads
+
+
+def _head(number: int, status: StepStatus, out: TaskStepOutput | None, ran_before: bool) -> str:
+    """A step's head words (without its id): what ``step_heads`` and the node label show."""
+    if status is StepStatus.UNDONE and not ran_before:
+        return f"#{number} undone · never ran"
+    if is_skipped(out):
+        return f"#{number} {SKIPPED}"
+    if out is not None and out.is_last:
+        return f"#{number} {_VALUE[status]} · answer"
+    return f"#{number} {_VALUE[status]}"
 
 
 def status_summary(state: TaskState) -> dict[str, int]:
@@ -278,6 +331,8 @@ _ATTRS = {
     for st in StepStatus
 }
 _ANSWER_ATTRS = {**_ATTRS[StepStatus.DONE], "peripheries": "2"}
+_SKIPPED_ATTRS = {"fillcolor": SKIPPED_COLORS[0], "color": SKIPPED_COLORS[1], "fontcolor": SKIPPED_COLORS[2],
+                  "style": "rounded,filled"}
 _CONST_ATTRS: dict[int, tuple[dict[str, str], str]] = {}  # filled below, once _attr_list exists
 
 
@@ -319,12 +374,8 @@ def _step_node(
 ) -> _Node:
     out = state.outputs.get(sid) if status is _S_DONE else None
     is_answer = out is not None and bool(out.is_last)
-    if status is _S_UNDONE and not undone_outs:
-        head = f"#{number} undone · never ran"
-    elif is_answer:
-        head = f"#{number} {_VALUE[status]} · answer"
-    else:
-        head = f"#{number} {_VALUE[status]}"
+    skipped = is_skipped(out)
+    head = _head(number, status, out, bool(undone_outs))
     lines: list[tuple[str, str]] = [(f"{head} · {_short(sid)}", "head")]
     if step is not None and step.input is not None:
         lines.append((f"in: {preview(step.input, limit)}", "text"))
@@ -332,7 +383,10 @@ def _step_node(
         lines.append(("held: release_step() lets it run", "muted"))
     if step is not None and APPROVAL_KEY in step.step_state:
         lines.extend(_approval_lines(step, limit))
-    if out is not None:
+    if skipped:
+        reason = out.output.reason  # type: ignore[union-attr]
+        lines.append((preview(f"not run: {reason}" if reason != SKIPPED else "not run", limit), "muted"))
+    elif out is not None:
         lines.extend(_output_lines(out, limit))
     if failures:
         last = failures[-1]
@@ -351,7 +405,8 @@ def _step_node(
             lines.append((f"re-run after undo{times} (dashed)", "muted"))
         else:
             lines.append((f"undone{times} (dashed), to run again", "muted"))
-    return _Node(name="", attrs=_ANSWER_ATTRS if is_answer else _ATTRS[status], label=lines)  # shared: read only
+    attrs = _SKIPPED_ATTRS if skipped else _ANSWER_ATTRS if is_answer else _ATTRS[status]
+    return _Node(name="", attrs=attrs, label=lines)  # shared: read only
 
 
 _BR = '<BR ALIGN="LEFT"/>'
@@ -375,7 +430,8 @@ def _plain_step_line(name: str, number: int, sid: str, step: TaskStep | None, st
     any other step (the caller checks failures and undo runs)."""
     if step is None or status not in _PLAIN or APPROVAL_KEY in step.step_state:
         return None
-    if status is _S_DONE and (out is None or out.is_last or out.reasoning or out.tool_outputs):
+    if status is _S_DONE and (out is None or out.is_last or out.reasoning or out.tool_outputs
+                              or type(out.output) is SkippedOutput):
         return None
     esc = html.escape
     value = _VALUE[status]
@@ -499,7 +555,7 @@ def _collapsible(
         if sid in failed_ids or sid in undone_ids:
             continue
         out = state.outputs.get(sid)
-        if out is None or out.is_last or any(t.is_error for t in out.tool_outputs or []):
+        if out is None or out.is_last or is_skipped(out) or any(t.is_error for t in out.tool_outputs or []):
             continue
         result.add(sid)
     return result
@@ -809,5 +865,5 @@ def _summary_from(statuses: dict[str, StepStatus]) -> dict[str, int]:
     return counts
 
 
-for _attrs in (*_ATTRS.values(), _ANSWER_ATTRS):
+for _attrs in (*_ATTRS.values(), _ANSWER_ATTRS, _SKIPPED_ATTRS):
     _CONST_ATTRS[id(_attrs)] = (_attrs, _attr_list(_attrs))

@@ -56,6 +56,7 @@ from nbagent.viz.dot import (
     _attr_list,
     _UNDONE_EDGE_COLOR,
     check_options,
+    is_skipped,
     task_to_dot,
 )
 
@@ -306,7 +307,7 @@ class LiveDot:
             if self.collapsing and s >= keep_ends:
                 out = state.outputs[last]
                 ok = ((len(prev) if prev else 0) == 1 and last not in self.failures_of
-                      and last not in self.undone_outs and not out.is_last
+                      and last not in self.undone_outs and not out.is_last and not is_skipped(out)
                       and not any(t.is_error for t in out.tool_outputs or ()))
             self.sck.append((self.live, self.done, self.undone))
             number = self.live + 1
@@ -548,7 +549,7 @@ class LiveDot:
                     ok = ((len(prev) if prev else 0) + undone.ins.get(sid, 0) == 1
                           and len(nxt) + undone.outs.get(sid, 0) == 1
                           and sid not in self.failures_of and sid not in self.undone_outs
-                          and out is not None and not out.is_last
+                          and out is not None and not out.is_last and not is_skipped(out)
                           and not any(t.is_error for t in out.tool_outputs or ()))
             elif status is _UNDONE:
                 parent = undone.cut_parent.get(sid)
@@ -886,7 +887,7 @@ class LiveDot:
                     or len(self._outs.get(k, ())) + undone.outs.get(sid, 0) != 1):
                 continue
             out = state.outputs.get(sid)
-            if out is None or out.is_last or any(t.is_error for t in out.tool_outputs or []):
+            if out is None or out.is_last or is_skipped(out) or any(t.is_error for t in out.tool_outputs or []):
                 continue
             ok.add(sid)
         outs, ins = self._outs, self._ins

@@ -17,7 +17,17 @@ from urllib.parse import urlsplit, urlunsplit
 from nbagent.costs import cost_label, runner_cost_label, task_cost_label
 from nbagent.mcp import tool_server
 from nbagent.runner.state import StepStatus
-from nbagent.viz.dot import STATUS_COLORS, node_names, output_text, status_summary, step_numbers, task_to_dot
+from nbagent.viz.dot import (
+    SKIPPED,
+    SKIPPED_COLORS,
+    STATUS_COLORS,
+    is_skipped,
+    node_names,
+    output_text,
+    status_summary,
+    step_numbers,
+    task_to_dot,
+)
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short_id
 
 if TYPE_CHECKING:
@@ -80,7 +90,7 @@ def _css_name(name: str) -> str:
 def _badge_rules() -> str:
     rules = []
     groups: list[tuple[str, dict[str, tuple[str, str, str]]]] = [
-        ("s", {s.value: c for s, c in STATUS_COLORS.items()}),
+        ("s", {**{s.value: c for s, c in STATUS_COLORS.items()}, SKIPPED: SKIPPED_COLORS}),
         ("t", _TASK_STATUS_COLORS),
         ("r", _ROLE_COLORS),
         ("b", _EXTRA_BADGES),
@@ -90,8 +100,8 @@ def _badge_rules() -> str:
             rules.append(
                 f".nbagent .nb-{prefix}-{_css_name(name)}{{background:{fill};color:{text};border-color:{border}}}"
             )
-    for status, (_, border, _) in STATUS_COLORS.items():
-        rules.append(f".nbagent ol.nb-timeline>li.nb-l-{_css_name(status.value)}{{border-left-color:{border}}}")
+    for name, (_, border, _) in [*((s.value, c) for s, c in STATUS_COLORS.items()), (SKIPPED, SKIPPED_COLORS)]:
+        rules.append(f".nbagent ol.nb-timeline>li.nb-l-{_css_name(name)}{{border-left-color:{border}}}")
     for role, (_, border, _) in _ROLE_COLORS.items():
         rules.append(f".nbagent .nb-m-{role}{{border-left-color:{border}}}")
     return "\n".join(rules)
@@ -472,13 +482,18 @@ def _timeline_item(state: TaskState, index: int, sid: str, undone_next: dict[str
     status = _status_of(state, sid)
     step = state.steps.get(sid)
     out = state.outputs.get(sid) if status == StepStatus.DONE else None
-    head = [_status_badge(status.value), f'<span class="nb-muted">#{index + 1}</span>', _id(sid)]
+    shown = SKIPPED if is_skipped(out) else status.value  # a skipped step is done, but never ran
+    head = [_status_badge(shown), f'<span class="nb-muted">#{index + 1}</span>', _id(sid)]
     if out is not None and out.is_last:
         head.append(_badge("answer", "nb-b-answer"))
     lines = [_line(" ".join(head))]
     if step is not None and step.input is not None:
         lines.append(_line(f'<span class="nb-muted">in:</span> {html_text(preview(step.input, limit))}'))
-    if out is not None:
+    if shown == SKIPPED:
+        reason = out.output.reason  # type: ignore[union-attr]
+        lines.append(_line(html_text(preview("not run" + (f": {reason}" if reason != SKIPPED else ""), limit)),
+                           "nb-muted"))
+    elif out is not None:
         if out.reasoning:
             lines.append(_line(f'<span class="nb-muted">thought:</span> {html_text(preview(out.reasoning, limit))}'))
         for t in out.tool_outputs or []:
@@ -514,7 +529,7 @@ def _timeline_item(state: TaskState, index: int, sid: str, undone_next: dict[str
         meta.append(html_text(f"{len(undone_runs)} undone run{'s' if len(undone_runs) != 1 else ''}"))
     if meta:
         lines.append(_line(" · ".join(meta), "nb-muted"))
-    return f'<li class="nb-l-{_css_name(status.value)}">{"".join(lines)}</li>'
+    return f'<li class="nb-l-{_css_name(shown)}">{"".join(lines)}</li>'
 
 
 def _status_of(state: TaskState, sid: str) -> StepStatus:

@@ -605,13 +605,10 @@ class AgentPanel:
             step = self._token_step
         state = self.state
         if step is not None and state is not None and step in state.steps:
-            from nbagent.viz.dot import step_numbers
+            from nbagent.viz.dot import step_heads
 
-            index = step_numbers(state).get(step, 0)
-            if step in state.running:
-                note = f"step #{index} · streaming…"
-            else:
-                note = f"step #{index} · {state.step_status(step).value}"
+            number, _, words = step_heads(state).get(step, "#? ?").partition(" ")
+            note = f"step {number} · {'streaming…' if step in state.running else words}"
         else:
             note = "no step has streamed yet"
         body = html_text(text) if text else ""
@@ -773,9 +770,12 @@ class AgentPanel:
         if state is None:
             options: list[tuple[str, str]] = []
         else:
+            from nbagent.viz.dot import step_heads
+
+            heads = step_heads(state)  # the graph's numbers and words: "#4 done · answer"
             options = [
-                (f"#{i + 1} {state.step_status(sid).value} · {preview(step.input, 40) if step.input else '(no input)'}", sid)
-                for i, (sid, step) in enumerate(list(state.steps.items()))
+                (f"{heads.get(sid, '#?')} · {preview(step.input, 40) if step.input else '(no input)'}", sid)
+                for sid, step in list(state.steps.items())
             ]
         ids = [v for _, v in options]
         current = self.step_picker.value
@@ -813,9 +813,11 @@ class AgentPanel:
             return '<div class="nbagent-note">no step to inspect</div>'
         from nbagent.viz.html import step_html, step_output_html
 
+        from nbagent.viz.dot import step_heads
+
         step = state.steps[step_id]
-        status = state.step_status(step_id)
-        parts = [f'<div class="nbagent-note">status: <b>{html_text(status.value)}</b></div>', step_html(step)]
+        head = step_heads(state).get(step_id, "#?")  # the graph's number and status for this step
+        parts = [f'<div class="nbagent-note">step <b>{html_text(head)}</b></div>', step_html(step)]
         out = state.outputs.get(step_id)
         if out is not None:
             parts.append(step_output_html(out))
