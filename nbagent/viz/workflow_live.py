@@ -219,6 +219,23 @@ _BOX_CSS = """
 """
 
 
+def _outcome(handler: WorkflowHandler) -> str:
+    """How an ended run ended, in a sentence: its result, or its error (a learner who just
+    pressed Send sees where the answer led)."""
+    from nbagent.viz.escape import preview
+
+    try:
+        err = handler.exception()
+    except BaseException:  # noqa: BLE001 - cancelled: exception() raises
+        return "It was stopped."
+    if err is not None:
+        return preview(f"It failed: {type(err).__name__}: {err}", 300)
+    result = handler.result()
+    who = getattr(result, "current_agent_name", None)
+    text = preview(str(result), 300)
+    return f"{who} answered: {text}" if who else f"Result: {text}"
+
+
 class HumanInputBox:
     """Answer the questions of a run from the notebook: the question, a text box, Send.
 
@@ -286,7 +303,7 @@ class HumanInputBox:
                 asked = getattr(unanswered[0], "prefix", "") or type(unanswered[0]).__name__
                 return (f"The run was stopped before this question was answered ({asked}). "
                         "Resume it with workflow.run(ctx=handler.ctx) to answer it.")
-            return "The run has ended."
+            return f"The run has ended. {_outcome(self.handler)}"
         return "No question is waiting."
 
     def static_html(self) -> str:

@@ -64,9 +64,16 @@ async def publish(ctx: Context, title: str) -> str:
 
 A `ScriptedLLM` plays the model: every call returns the next reply of its script. Both agents
 share it here, so the script lists their replies in the order the run asks for them. A reply
-made with `tool_call(...)` asks for a tool, like a real model's tool call.
+made with `tool_call(...)` asks for a tool, like a real model's tool call. Past the end of the
+script, `then=` plays the model: here it reports what the last tool said (you will meet it
+when you answer a question yourself).
 """),
     code("""
+def report_the_tool(messages, tools):
+    \"\"\"The model's reply once the script is used up: what the last tool answered.\"\"\"
+    return f"The publish tool says: {messages[-1].text}"
+
+
 llm = ScriptedLLM([
     # the researcher
     tool_call("search_notes", topic="Paris"),
@@ -75,7 +82,8 @@ llm = ScriptedLLM([
     "Paris today: sunny and 24 °C in a city of 2.1 million on the Seine.",
     tool_call("publish", title="Paris today"),
     "Done: the summary is published as 'Paris today'.",
-])
+    tool_call("publish", title="Paris tonight"),  # your turn, at the end of the next part
+], then=report_the_tool)
 """),
     *real_model_cells(note="The outputs stored below come from the offline model; a real model chooses its own tool calls and words."),
     md("""
@@ -161,12 +169,9 @@ question = await handler.wait_for_question()
 print(question.prefix)
 """),
     md("""
-Type an answer in the box and click **Send**, or answer from code with `box.answer("yes")`
-(or `handler.respond("yes")`). First, though, let us save the waiting run.
-"""),
-    code("""
-box = handler.input_box()
-box
+The run now waits for an answer: from code, `handler.respond("yes")`; in the notebook, a box
+with a **Send** button, `handler.input_box()` (your turn comes at the end of the next part).
+First, though, let us save the waiting run.
 """),
     md("""
 ## Save, stop, resume
@@ -191,8 +196,7 @@ handler = view.run(ctx=restored)
 question = await handler.wait_for_question()
 print("asked again:", question.prefix)
 
-box = handler.input_box()
-box.answer("yes")  # the same as typing yes and clicking Send
+handler.respond("yes")  # what typing yes in the answer box and clicking Send does
 result = await handler
 print(f"{result.current_agent_name}: {result}")
 """),
@@ -207,6 +211,19 @@ memory = await restored.get("memory")
 for message in memory.get_all():
     text = message.text or ", ".join(f"calls {c.tool_name}" for c in message.tool_calls)
     print(f"{message.role.value:>9}: {text}")
+"""),
+    md("""
+### Your turn
+
+One more run on the same conversation: the writer is asked to publish again, and its question
+waits for you. Type **yes** (or anything else) in the box below and click **Send**: the run goes
+on, the live view under *Watch a run* redraws, and the box says how the run ended.
+"""),
+    code("""
+handler = view.run(user_msg="Publish it again, as 'Paris tonight'.", ctx=restored)
+question = await handler.wait_for_question()
+box = handler.input_box()
+box
 """),
     md("""
 ## One step at a time
