@@ -19,10 +19,82 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from nbagent.messages import ToolOutput, ToolSelection
 
-__all__ = ["ToolMetadata", "FunctionTool", "call_tool", "acall_tool", "tools_by_name"]
+__all__ = [
+    "ToolMetadata",
+    "FunctionTool",
+    "call_tool",
+    "acall_tool",
+    "tools_by_name",
+    "SchemaReferenceError",
+    "nonlocal_refs",
+]
 
 RAW_ARGUMENTS_KEY = "__raw_arguments__"  # a model's tool-call arguments that were not a JSON object
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
+# keys whose values are schemas by name (walked), and keys whose values are data (not walked)
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
+_DATA_KEYS = frozenset({"enum", "const", "default", "examples"})
+_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+class SchemaReferenceError(ValueError):
+    """A tool's JSON schema refers to a schema outside itself (a URL, a file, another id).
+
+    nbagent never fetches a schema: a ``$ref`` that is not local (``#/...``) would make the
+    argument check reach whatever it names, so such a tool is refused when it is made.
+    """
+
+    def __init__(self, tool: str, refs: list[tuple[str, str]], hint: str = "") -> None:
+        where, ref = refs[0]
+        shown = ref if len(ref) <= 120 else ref[:119] + "…"
+        more = f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""
+        super().__init__(
+            f"tool {tool!r}: its argument schema refers outside itself ({where} = {shown!r}{more}). "
+            "nbagent resolves only local references ('#/...') and never fetches a schema, so the "
+            "tool is refused; put the referenced schema under '$defs' and refer to it as "
+            f"'#/$defs/<name>'{hint}"
+        )
+        self.tool = tool
+        self.refs = refs
+
+
+def nonlocal_refs(schema: Any) -> list[tuple[str, str]]:
+    """Every reference in a JSON schema that does not point inside it, as (where, ref) pairs.
+
+    Local means a fragment of this document (``#``, ``#/$defs/x``, ``#anchor``). Values of
+    ``enum``/``const``/``default``/``examples`` are data, not schemas, and are not looked at.
+    Iterative, so a deeply nested schema from a server cannot exhaust the stack.
+    """
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str, bool]] = [(schema, "", False)]  # (node, path, node is a name->schema map)
+    seen: set[int] = set()
+    while stack:
+        node, path, is_map = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]", False) for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if is_map:
+                stack.append((value, here, False))
+            elif key in _REF_KEYS and isinstance(value, str):
+                if not value.startswith("#"):
+                    found.append((here, value))
+            elif key not in _DATA_KEYS and isinstance(value, (dict, list)):
+                stack.append((value, here, key in _SCHEMA_MAPS and isinstance(value, dict)))
+    return sorted(found)
+
+
+def check_local_refs(tool: str, schema: Any, hint: str = "") -> None:
+    """Refuse a schema with a non-local reference (``SchemaReferenceError``)."""
+    refs = nonlocal_refs(schema)
+    if refs:
+        raise SchemaReferenceError(tool, refs, hint)
 
 
 class ToolMetadata(BaseModel):
@@ -113,6 +185,11 @@ class FunctionTool:
     sync_in_thread: bool = True  # run a sync function in a worker thread (see ``ainvoke``)
 
     def __init__(self, fn: Callable[..., Any], metadata: ToolMetadata) -> None:
+        try:
+            schema = metadata.parameters()
+        except Exception:  # noqa: BLE001 - a schema pydantic cannot write fails where it is sent, as before
+            schema = None
+        check_local_refs(metadata.name, schema)
         self.fn = fn
         self.metadata = metadata
         self.is_async = inspect.iscoroutinefunction(fn)

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 from nbagent.mcp.client import BasicMCPClient, MCPServerError
 from nbagent.mcp.results import McpToolResult, to_tool_result
 from nbagent.messages import ToolOutput
-from nbagent.tools import RAW_ARGUMENTS_KEY, FunctionTool, ToolMetadata, _not_json_message
+from nbagent.tools import RAW_ARGUMENTS_KEY, FunctionTool, ToolMetadata, _not_json_message, check_local_refs
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -101,12 +101,7 @@ class McpTool(FunctionTool):
 
     def _schema_problems(self, kwargs: dict[str, Any]) -> list[str]:
         if self._validator is None:
-            from jsonschema.validators import validator_for
-
-            schema = self.metadata.input_schema
-            cls = validator_for(schema)
-            cls.check_schema(schema)
-            self._validator = cls(schema)
+            self._validator = local_validator(self.metadata.input_schema)
         problems = []
         for e in sorted(self._validator.iter_errors(kwargs), key=lambda e: list(e.path)):
             where = ".".join(str(p) for p in e.path) or "(arguments)"
@@ -155,6 +150,23 @@ class McpTool(FunctionTool):
     def __repr__(self) -> str:
         flag = ", return_direct=True" if self.return_direct else ""
         return f"McpTool(name={self.name!r}, server={self.server!r}{flag})"
+
+
+def local_validator(schema: dict[str, Any]) -> Any:
+    """A jsonschema validator for ``schema`` that can never fetch anything.
+
+    jsonschema's default registry retrieves any ``$ref`` it does not know over the network
+    (deprecated, still on); an explicit empty ``referencing.Registry`` has no retrieval at
+    all, so references resolve within the schema and the bundled metaschemas only. A
+    reference outside it is an error of the check, never a request. (Tools with such a
+    reference are refused when they are made; this is the guard underneath.)
+    """
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, registry=Registry())
 
 
 # ----- the tool spec -----------------------------------------------------------------------
@@ -226,6 +238,11 @@ class McpToolSpec:
                     f"become {name!r}; pick one with allowed_tools=[...]"
                 )
             taken[name] = t.name
+            check_local_refs(
+                name, t.input_schema or {},
+                f" (MCP server {self.client.name!r}: its author can), or leave the tool out: "
+                f"McpToolSpec(client, allowed_tools=[...]) without {t.name!r}",
+            )
             meta = McpToolMetadata(
                 name=name,
                 description=(t.description or t.title or f"{t.name} (MCP tool on {self.client.name})").strip(),
