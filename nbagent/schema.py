@@ -342,7 +342,9 @@ class StreamingAgentChatResponse:
 
     Read it with ``response_gen`` (sync) or ``async_response_gen()`` (async); ``response``
     holds the text read so far, ``str()`` reads to the end. Done-callbacks run once, with the
-    whole text, when the stream ends (the runner finalizes a streamed task there).
+    whole text, when the stream ends (the runner finalizes a streamed task there);
+    error-callbacks run once, with the exception, if the stream breaks before its end (the
+    runner puts the answer's step back in the queue there), and the exception goes on to the reader.
     """
 
     def __init__(
@@ -367,6 +369,8 @@ class StreamingAgentChatResponse:
         self.is_done = token_source is None
         self._done_callbacks: list[Callable[[str], None]] = []
         self._token_callbacks: list[Callable[[str], None]] = []
+        self._error_callbacks: list[Callable[[BaseException], None]] = []
+        self.error: BaseException | None = None  # what broke the stream, if it broke
 
     def add_done_callback(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(full_text)`` when the stream ends (at once if it already has)."""
@@ -378,6 +382,23 @@ class StreamingAgentChatResponse:
     def add_token_callback(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(token)`` for every token read from now on."""
         self._token_callbacks.append(fn)
+
+    def add_error_callback(self, fn: Callable[[BaseException], None]) -> None:
+        """Call ``fn(error)`` if the stream breaks before its end (at once if it already has)."""
+        if self.error is not None:
+            fn(self.error)
+        elif not self.is_done:
+            self._error_callbacks.append(fn)
+
+    def _fail(self, error: BaseException) -> None:
+        """The token source raised: the answer has no end. Tell the listeners once."""
+        if self.is_done or self.error is not None:
+            return
+        self.error = error
+        callbacks, self._error_callbacks = self._error_callbacks, []
+        self._done_callbacks = []
+        for fn in callbacks:
+            fn(error)
 
     def _take(self, token: str) -> None:
         self._tokens.append(token)
@@ -403,6 +424,8 @@ class StreamingAgentChatResponse:
         if self.is_done or source is None:
             return
         while True:
+            if self.error is not None:
+                raise self.error
             try:
                 if isinstance(source, Iterator):
                     token = next(source)
@@ -411,6 +434,9 @@ class StreamingAgentChatResponse:
             except StopIteration:
                 self._finish()
                 return
+            except Exception as err:
+                self._fail(err)
+                raise
             self._take(token)
             yield token
 
@@ -422,6 +448,8 @@ class StreamingAgentChatResponse:
         if self.is_done or source is None:
             return
         while True:
+            if self.error is not None:
+                raise self.error
             try:
                 if isinstance(source, Iterator):
                     token = next(source)
@@ -430,6 +458,9 @@ class StreamingAgentChatResponse:
             except (StopIteration, StopAsyncIteration):
                 self._finish()
                 return
+            except Exception as err:
+                self._fail(err)
+                raise
             self._take(token)
             yield token
 

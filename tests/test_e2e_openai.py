@@ -93,7 +93,7 @@ def test_malformed_reply_fails_the_step_cleanly_and_retry_succeeds(server: FakeO
     with pytest.raises(ValueError, match="choices"):
         agent.run_step(task)
     state = agent.state_of(task)
-    assert len(agent.get_upcoming_steps(task)) == 1 and state.failures[-1].error_type == "ValueError"
+    assert len(agent.get_upcoming_steps(task)) == 1 and state.failures[-1].error_type == "MalformedReplyError"
     assert agent.run_step(task).is_last
     assert str(agent.finalize_response(task)) == "recovered"
 

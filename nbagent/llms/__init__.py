@@ -7,6 +7,8 @@ from typing import Any
 from nbagent.llms.base import (
     LLM,
     ChatResponse,
+    IncompleteReplyError,
+    MalformedReplyError,
     NetworkBlockedError,
     block_network,
     network_blocked,
@@ -17,6 +19,8 @@ __all__ = [
     "LLM",
     "ChatResponse",
     "NetworkBlockedError",
+    "MalformedReplyError",
+    "IncompleteReplyError",
     "block_network",
     "network_blocked",
     "ScriptedLLM",

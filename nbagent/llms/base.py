@@ -26,6 +26,8 @@ __all__ = [
     "ChatResponse",
     "ToolChoice",
     "NetworkBlockedError",
+    "MalformedReplyError",
+    "IncompleteReplyError",
     "block_network",
     "network_blocked",
 ]
@@ -56,6 +58,18 @@ class ChatResponse(BaseModel):
 
 class NetworkBlockedError(RuntimeError):
     """Raised when a model would reach a non-loopback host while the network is blocked."""
+
+
+class MalformedReplyError(ValueError):
+    """A model server's reply does not have the form its API promises (a streamed line that
+    is not JSON, a tool-call index that is not a number...). The message names the server,
+    the offending part and what was expected; the step that asked fails and stays queued."""
+
+
+class IncompleteReplyError(MalformedReplyError):
+    """A streamed reply stopped before its end: the server closed the stream without a
+    ``finish_reason`` and without ``data: [DONE]``. What had arrived is dropped, never taken
+    for the whole reply; the step that asked fails and stays queued."""
 
 
 _blocked: bool | None = None

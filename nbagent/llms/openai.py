@@ -10,23 +10,41 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import logging
 import os
+import sys
 import threading
-import uuid
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from nbagent.llms.base import LLM, ChatResponse, NetworkBlockedError, ToolChoice, network_blocked
-from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
+from nbagent._redact import protect_logs, redact_url, scrub, strip_userinfo, url_secrets
+from nbagent.llms.base import (
+    LLM,
+    ChatResponse,
+    IncompleteReplyError,
+    MalformedReplyError,
+    NetworkBlockedError,
+    ToolChoice,
+    network_blocked,
+)
+from nbagent.llms.openai_stream import (
+    Deadline,
+    StreamAccumulator,
+    malformed,
+    new_call_id,
+    parse_arguments,
+    shown,
+    sse_events,
+    usage_of,
+)
+from nbagent.messages import ChatMessage, MessageRole, ToolSelection
 from nbagent.tools import RAW_ARGUMENTS_KEY, ToolMetadata
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAILLM", "DEFAULT_BASE_URL", "RAW_ARGUMENTS_KEY"]
+__all__ = ["OpenAILLM", "DEFAULT_BASE_URL", "RAW_ARGUMENTS_KEY", "parse_arguments"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY_PLACEHOLDER = "not-needed"
@@ -53,7 +71,17 @@ class OpenAILLM(LLM):
 
     The key and URL default to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``. A local server
     (any ``base_url`` other than api.openai.com) needs no key. The key is never shown: not in
-    ``repr``, not in errors; ``masked_key`` shows enough of it to tell keys apart.
+    ``repr``, not in errors; ``masked_key`` shows enough of it to tell keys apart. User info
+    in ``base_url`` (``user:pw@``) is never sent: the key goes as ``Authorization: Bearer``,
+    never URL credentials in its place; a query in it (``?api-key=...``) goes with every
+    request. Both are masked wherever the URL is shown.
+
+    ``timeout`` (seconds) bounds the whole call: connecting, every retry and the whole
+    reply, streamed or not. A server that trickles bytes or sends keep-alive comments cannot
+    stretch it; a streamed reply that has not ended by then is an ``openai.APITimeoutError``
+    (the step stays queued). A long reply from a slow model needs a larger ``timeout``.
+    ``max_retries``: how many times a failed request (connection refused, 408, 429, 5xx) is
+    sent again, within that same time.
     """
 
     def __init__(
@@ -100,16 +128,15 @@ class OpenAILLM(LLM):
 
     @property
     def public_base_url(self) -> str:
-        """``base_url`` without what may be a secret: user info (``user:pw@``), query
-        (``?api-key=...``) and fragment. Every repr, error and log line shows this one."""
-        return public_url(self.base_url)
+        """``base_url`` with what may be a secret masked: user info (``user:pw@``) and
+        secret-looking query values (``?api-key=...``). Every repr, error and log line shows this one."""
+        return redact_url(self.base_url)
 
     def _scrub_text(self, text: str) -> str:
         """``text`` with the key and the URL's secrets masked."""
         if self.base_url in text:
             text = text.replace(self.base_url, self.public_base_url)
-        for secret in _url_secrets(self.base_url):
-            text = text.replace(secret, "***")
+        text = scrub(text, url_secrets(self.base_url))
         key = self._api_key
         if key and key in text:
             text = text.replace(key, self.masked_key)
@@ -155,8 +182,11 @@ class OpenAILLM(LLM):
         with self._clients_lock:
             client = self._clients.get(loop)
             if client is None:
-                _protect_logs(self)
-                base, query = _split_query(self.base_url)
+                if self._api_key or url_secrets(self.base_url):
+                    protect_logs(self)
+                # user info never goes out (httpx would send it as Authorization: Basic, and
+                # the openai client would then send no key); the query goes with every request
+                base, query = _split_query(strip_userinfo(self.base_url))
                 client = openai.AsyncOpenAI(
                     api_key=self._api_key or _NO_KEY_PLACEHOLDER,
                     base_url=base,
@@ -194,11 +224,12 @@ class OpenAILLM(LLM):
             elif running is None:
                 loop.run_until_complete(client.close())
 
-    def _scrubbed(self, err: Exception) -> NoReturn:
+    def _scrubbed(self, err: Exception, explain: bool = True) -> NoReturn:
         """Re-raise ``err`` (same type, so ``except openai.AuthenticationError`` still works)
         with the key and the URL's secrets masked wherever they appear: in it, in its body
         (a server may echo them back) and in the errors it was raised from."""
-        _explain_connection_error(self, err)
+        if explain:
+            _explain_connection_error(self, err)
         seen: set[int] = set()
         e: BaseException | None = err
         while e is not None and id(e) not in seen:
@@ -238,10 +269,15 @@ class OpenAILLM(LLM):
 
         self._check_allowed()
         params = self._params(messages, tools, tool_choice, kwargs)
+        deadline = Deadline(self.timeout)
         try:
-            completion = await self._client().chat.completions.create(**params)
+            completion = await deadline.wait(self._client().chat.completions.create(**params))
         except openai.OpenAIError as e:
             self._scrubbed(e)
+        except asyncio.TimeoutError:
+            self._scrubbed(self._timed_out(None, 0), explain=False)
+        except json.JSONDecodeError as e:  # a 200 whose JSON body is broken or cut short
+            self._scrubbed(_bad_json(self.public_base_url, e), explain=False)
         return parse_completion(completion, self.model, self.public_base_url)
 
     async def _astream(
@@ -251,36 +287,94 @@ class OpenAILLM(LLM):
         tool_choice: ToolChoice | None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatResponse]:
+        """The reply as it comes; its end, form and time are checked (``openai_stream``)."""
         import openai
 
         self._check_allowed()
         params = self._params(messages, tools, tool_choice, kwargs)
         params["stream"] = True
         params.setdefault("stream_options", {"include_usage": True})
+        deadline = Deadline(self.timeout)
+        opening = self._client().chat.completions.with_streaming_response.create(**params)
         try:
-            stream = await self._client().chat.completions.create(**params)
+            response = await deadline.wait(opening.__aenter__())
         except openai.OpenAIError as e:
             self._scrubbed(e)
-        acc = _StreamAccumulator(self.model)
+        except asyncio.TimeoutError:
+            self._scrubbed(self._timed_out(None, 0), explain=False)
+        http = response.http_response
+        transport_error, read_timeout = _http_errors(http)
+        server = self.public_base_url
+        acc = StreamAccumulator(self.model, server)
+        events = sse_events(http.aiter_bytes(), server)
         last: Any = None
+        ended = False
         try:
-            async for chunk in stream:
+            while True:
+                try:
+                    data, line = await deadline.wait(events.__anext__())
+                except StopAsyncIteration:
+                    break
+                if data.strip() == "[DONE]":
+                    ended = True
+                    break
+                chunk = _decode_chunk(data, line, server, http.request)
                 last = chunk
-                piece = acc.add(chunk)
+                piece = acc.add(chunk, line)
                 if piece:
                     yield ChatResponse(
                         message=ChatMessage(role=MessageRole.ASSISTANT, content=acc.text),
                         delta=piece,
                         model=acc.model,
-                        raw=chunk,  # the server's own chunk, as the reference's ``r.raw``
+                        raw=_as_chunk(chunk),  # the server's own chunk, as the reference's ``r.raw``
                     )
-        except openai.OpenAIError as e:
-            self._scrubbed(e)
+        except asyncio.TimeoutError:
+            self._scrubbed(self._timed_out(http.request, acc.chunks), explain=False)
+        except read_timeout:
+            self._scrubbed(self._timed_out(http.request, acc.chunks), explain=False)
+        except transport_error as err:
+            self._scrubbed(self._lost(http.request, acc.chunks, err), explain=False)
+        except (openai.OpenAIError, MalformedReplyError) as err:
+            self._scrubbed(err, explain=False)
         finally:
-            await stream.close()
-        final = acc.final(self.public_base_url)
-        final.raw = last
+            await events.aclose()
+            await opening.__aexit__(None, None, None)
+        if not ended and not acc.finished:
+            self._scrubbed(acc.missing_end(), explain=False)
+        final = acc.final()
+        final.raw = _as_chunk(last)
         yield final
+
+    def _timed_out(self, request: Any, chunks: int) -> Exception:
+        """The whole call ran past ``timeout``: an ``openai.APITimeoutError`` saying so."""
+        import openai
+
+        err = openai.APITimeoutError(request=request if request is not None else _request_stub(self))
+        what = "did not answer" if not chunks else f"did not finish its streamed reply ({chunks} chunk(s) had come)"
+        text = (
+            f"Request timed out: the model server at {self.public_base_url} {what} within "
+            f"timeout={self.timeout:g} s, which bounds the whole call (connecting, every retry and "
+            "the whole reply). A local model may still be loading or be too slow for this prompt: "
+            "pass a larger timeout=..., or check the server's log."
+        )
+        err.message = text
+        err.args = (text,)
+        return err
+
+    def _lost(self, request: Any, chunks: int, cause: BaseException) -> Exception:
+        """The connection broke while the reply was coming: an ``openai.APIConnectionError``
+        that says so (the server was reached; this is not "is it running?")."""
+        import openai
+
+        text = (
+            f"Connection lost: the model server at {self.public_base_url} closed the connection "
+            f"in the middle of its streamed reply, after {chunks} chunk(s) "
+            f"({type(cause).__name__}: {cause}). The partial reply was dropped; the step stays "
+            "queued: run it again, and check the server's log (or a proxy in between) if this repeats."
+        )
+        err = openai.APIConnectionError(message=text, request=request)
+        err.__cause__ = cause
+        return err
 
 
 # -- conversion: ours -> OpenAI ----------------------------------------------------------------
@@ -327,47 +421,6 @@ def to_openai_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
 # -- conversion: OpenAI -> ours ----------------------------------------------------------------
 
 
-def parse_arguments(text: str | None) -> dict[str, Any]:
-    """Tool-call arguments as a dict; text that is not a JSON object is kept under
-    ``__raw_arguments__`` so the model gets an error observation rather than a crash."""
-    if text is None or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {RAW_ARGUMENTS_KEY: text}
-    if not isinstance(value, dict):
-        return {RAW_ARGUMENTS_KEY: text}
-    return value
-
-
-def _new_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
-
-
-def _usage(raw: Any) -> TokenUsage | None:
-    if raw is None:
-        return None
-    return TokenUsage(
-        prompt_tokens=int(getattr(raw, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
-    )
-
-
-def public_url(url: str) -> str:
-    """A URL without user info, query or fragment (where keys sometimes hide)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if ":" in host:  # an IPv6 address keeps its brackets
-            host = f"[{host}]"
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except ValueError:
-        return "(a URL that could not be read)"
-
-
 def _split_query(url: str) -> tuple[str, dict[str, str]]:
     """``url`` without its query, and the query as parameters: the openai client appends
     paths to its base URL, so a query (``?api-key=...``) goes with every request instead."""
@@ -378,26 +431,6 @@ def _split_query(url: str) -> tuple[str, dict[str, str]]:
     if not parts.query:
         return url, {}
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), dict(parse_qsl(parts.query))
-
-
-def _url_secrets(url: str) -> list[str]:
-    """The parts of ``url`` that may be secrets, longest first (raw and percent-decoded)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return [url]
-    found: set[str] = set()
-    if "@" in parts.netloc:
-        userinfo = parts.netloc.rsplit("@", 1)[0]
-        found.add(userinfo)
-        found.update(userinfo.split(":", 1))
-    for piece in (parts.query, parts.fragment):
-        if piece:
-            found.add(piece)
-            for pair in piece.split("&"):
-                found.add(pair.split("=", 1)[-1])
-    found |= {unquote(s) for s in found}
-    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
 
 
 def _scrub_error(llm: OpenAILLM, err: BaseException) -> None:
@@ -417,51 +450,6 @@ def _scrub_error(llm: OpenAILLM, err: BaseException) -> None:
         pass
 
 
-class _LogScrubber:
-    """Masks every OpenAILLM's URL secrets and key in the log records of the HTTP stack the
-    openai client logs through (``httpx`` logs each request's full URL at INFO, user info and
-    query included). A record factory, not a logger filter: records of child loggers and of
-    renamed forks (``httpx2``) pass here too, whatever handler the user attaches later."""
-
-    PREFIXES = ("openai", "httpx", "httpcore")
-
-    def __init__(self) -> None:
-        self.llms: weakref.WeakSet[OpenAILLM] = weakref.WeakSet()
-        self.installed = False
-        self.previous: Any = None
-
-    def install(self) -> None:
-        if self.installed:
-            return
-        self.previous = logging.getLogRecordFactory()
-        logging.setLogRecordFactory(self.make)
-        self.installed = True
-
-    def make(self, name: str, *args: Any, **kwargs: Any) -> logging.LogRecord:
-        record: logging.LogRecord = self.previous(name, *args, **kwargs)
-        if self.llms and name.startswith(self.PREFIXES):
-            try:
-                message = record.getMessage()
-            except Exception:  # noqa: BLE001  (a broken record is not ours to fix)
-                return record
-            clean = message
-            for llm in list(self.llms):
-                clean = llm._scrub_text(clean)
-            if clean != message:
-                record.msg, record.args = clean, ()
-        return record
-
-
-_SCRUBBER = _LogScrubber()
-
-
-def _protect_logs(llm: OpenAILLM) -> None:
-    if not _url_secrets(llm.base_url) and not llm._api_key:
-        return
-    _SCRUBBER.llms.add(llm)
-    _SCRUBBER.install()
-
-
 def _explain_connection_error(llm: OpenAILLM, err: Exception) -> None:
     """Give the openai client's bare "Connection error." / "Request timed out." the URL it
     tried and the likely causes, as the missing-key message does (type kept: ``except
@@ -475,9 +463,16 @@ def _explain_connection_error(llm: OpenAILLM, err: Exception) -> None:
     why = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else ""
     if isinstance(err, openai.APITimeoutError):
         text = (
-            f"Request timed out: the model server at {url} did not answer within {llm.timeout:g} s "
-            f"(after {llm.max_retries} retries){why}. A local model may still be loading or be too "
-            "slow for this prompt: pass a larger timeout=..., or check the server's log."
+            f"Request timed out: the model server at {url} did not answer within "
+            f"timeout={llm.timeout:g} s, which bounds the whole call (connecting, every retry and the "
+            f"whole reply){why}. A local model may still be loading or be too slow for this prompt: "
+            "pass a larger timeout=..., or check the server's log."
+        )
+    elif _reached(err):
+        text = (
+            f"Connection lost: the model server at {url} closed the connection before its reply "
+            f"was complete{why}, after {llm.max_retries} retries. The server was reached, so it is "
+            "running: check its log (it may have crashed or been restarted), or a proxy in between."
         )
     else:
         local = is_loopback_url(llm.base_url)
@@ -496,15 +491,47 @@ def _explain_connection_error(llm: OpenAILLM, err: Exception) -> None:
     err.args = (text,)
 
 
-def _malformed(base_url: str, what: str, raw: Any) -> ValueError:
-    shown = repr(raw)
-    if len(shown) > 300:
-        shown = shown[:300] + "…"
-    return ValueError(f"the server at {base_url} sent a malformed chat completion: {what}. Reply: {shown}")
+# errors of the HTTP stack that mean the server was reached and then the connection broke
+_LOST = ("RemoteProtocolError", "ReadError", "WriteError", "ConnectionResetError", "BrokenPipeError")
+
+
+def _reached(err: BaseException) -> bool:
+    """Whether ``err`` came from a connection that was made and then broke (not a refusal)."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        names = {c.__name__ for c in type(e).__mro__}
+        if names & {"ConnectError", "ConnectTimeout", "ConnectionRefusedError"}:
+            return False
+        if names & set(_LOST):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _bad_json(base_url: str, err: json.JSONDecodeError) -> MalformedReplyError:
+    """A reply body that is not JSON; cut short (the parser ran off its end) says so."""
+    doc = err.doc if isinstance(err.doc, str) else ""
+    cut = err.msg.startswith("Unterminated") or err.pos >= len(doc.rstrip())
+    if cut:
+        return IncompleteReplyError(
+            f"the model server at {base_url} ended its reply before the end: the JSON stops "
+            f"after {len(doc)} characters ({err.msg}). The partial reply was dropped; the step "
+            f"stays queued: run it again. Reply: {shown(doc[-200:])}"
+        )
+    return _malformed(base_url, f"the reply is not valid JSON ({err.msg} at character {err.pos})", doc)
+
+
+def _malformed(base_url: str, what: str, raw: Any) -> MalformedReplyError:
+    text = repr(raw)
+    if len(text) > 300:
+        text = text[:300] + "…"
+    return MalformedReplyError(f"the server at {base_url} sent a malformed chat completion: {what}. Reply: {text}")
 
 
 def parse_completion(completion: Any, model: str, base_url: str) -> ChatResponse:
-    """An OpenAI ``ChatCompletion`` as a ``ChatResponse``; anything missing is a ValueError."""
+    """An OpenAI ``ChatCompletion`` as a ``ChatResponse``; anything missing is a MalformedReplyError."""
     if isinstance(completion, (str, bytes)):
         raise _malformed(base_url, "the reply is not a JSON chat completion", completion)
     choices = getattr(completion, "choices", None)
@@ -517,96 +544,88 @@ def parse_completion(completion: Any, model: str, base_url: str) -> ChatResponse
     for i, call in enumerate(getattr(message, "tool_calls", None) or []):
         function = getattr(call, "function", None)
         name = getattr(function, "name", None)
-        if not name:
+        if not name or not isinstance(name, str):
             raise _malformed(base_url, f"tool call {i} has no function name", completion)
+        arguments = getattr(function, "arguments", None)
         calls.append(
             ToolSelection(
-                tool_id=getattr(call, "id", None) or _new_call_id(),
+                tool_id=str(getattr(call, "id", None) or new_call_id()),
                 tool_name=name,
-                tool_kwargs=parse_arguments(getattr(function, "arguments", None)),
+                tool_kwargs=parse_arguments(arguments if isinstance(arguments, str) else None),
             )
         )
     content = getattr(message, "content", None)
+    if content is not None and not isinstance(content, str):
+        raise _malformed(base_url, "choices[0].message.content is not a string", completion)
+    try:
+        usage = usage_of(getattr(completion, "usage", None))
+    except ValueError as err:
+        raise _malformed(base_url, str(err), completion) from None
     return ChatResponse(
         message=ChatMessage(role=MessageRole.ASSISTANT, content=content, tool_calls=calls),
-        usage=_usage(getattr(completion, "usage", None)),
+        usage=usage,
         model=getattr(completion, "model", None) or model,
         raw=completion,
     )
 
 
-class _PartialCall:
-    """One tool call being assembled from stream fragments."""
-
-    __slots__ = ("id", "name", "arguments")
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.name: str = ""
-        self.arguments: str = ""
+# -- the streamed path's glue ------------------------------------------------------------------
 
 
-class _StreamAccumulator:
-    """Puts a streamed reply back together: text, tool calls by index, usage, model."""
+def _decode_chunk(data: str, line: str, server: str, request: Any) -> Any:
+    """One event's data as JSON; an error the server streams (``{"error": ...}``) is raised as
+    the openai client raises it (``openai.APIError``)."""
+    import openai
 
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.text = ""
-        self.calls: dict[int, _PartialCall] = {}
-        self.usage: TokenUsage | None = None
-        self.saw_choice = False
-        self.chunks = 0
+    try:
+        chunk = json.loads(data)
+    except (ValueError, RecursionError) as err:
+        why = err.msg if isinstance(err, json.JSONDecodeError) else type(err).__name__
+        raise malformed(server, line, f"expected 'data: ' followed by a JSON chat.completion.chunk or [DONE], but it is not JSON ({why})") from None
+    if isinstance(chunk, dict) and chunk.get("error"):
+        error = chunk["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = f"an error in the middle of the stream: {str(error)[:300]}"
+        raise openai.APIError(message=message, request=request, body=error)
+    return chunk
 
-    def add(self, chunk: Any) -> str:
-        """Take one chunk in; return its new text (may be empty)."""
-        self.chunks += 1
-        if getattr(chunk, "model", None):
-            self.model = chunk.model
-        usage = _usage(getattr(chunk, "usage", None))
-        if usage is not None:
-            self.usage = usage
-        choices = getattr(chunk, "choices", None) or []
-        if not choices:
-            return ""
-        self.saw_choice = True
-        delta = getattr(choices[0], "delta", None)
-        if delta is None:
-            return ""
-        for frag in getattr(delta, "tool_calls", None) or []:
-            index = getattr(frag, "index", None)
-            index = len(self.calls) if index is None else int(index)
-            call = self.calls.setdefault(index, _PartialCall())
-            if getattr(frag, "id", None):
-                call.id = frag.id
-            function = getattr(frag, "function", None)
-            if function is not None:
-                if getattr(function, "name", None):
-                    call.name += function.name
-                if getattr(function, "arguments", None):
-                    call.arguments += function.arguments
-        piece = getattr(delta, "content", None) or ""
-        self.text += piece
-        return piece
 
-    def final(self, base_url: str) -> ChatResponse:
-        """The whole reply, with tool calls and usage; raises if no choice ever came."""
-        if not self.saw_choice:
-            raise _malformed(
-                base_url, f"the stream of {self.chunks} chunk(s) had no 'choices'", None
-            )
-        calls = []
-        for index in sorted(self.calls):
-            partial = self.calls[index]
-            if not partial.name:
-                raise _malformed(base_url, f"streamed tool call {index} has no function name", None)
-            calls.append(
-                ToolSelection(
-                    tool_id=partial.id or _new_call_id(),
-                    tool_name=partial.name,
-                    tool_kwargs=parse_arguments(partial.arguments),
-                )
-            )
-        message = ChatMessage(role=MessageRole.ASSISTANT, content=self.text or None, tool_calls=calls)
-        if not calls and message.content is None:
-            message.content = ""
-        return ChatResponse(message=message, delta="", usage=self.usage, model=self.model)
+def _as_chunk(chunk: Any) -> Any:
+    """A checked chunk as the openai client's ``ChatCompletionChunk`` (built without
+    re-validating, as the client builds it); the dict itself if that is not possible."""
+    if not isinstance(chunk, dict):
+        return chunk
+    try:
+        from openai.types.chat import ChatCompletionChunk
+
+        return ChatCompletionChunk.model_construct(**chunk)
+    except Exception:  # noqa: BLE001 - an odd chunk stays plain data
+        return chunk
+
+
+def _http_errors(response: Any) -> tuple[type[BaseException], type[BaseException]]:
+    """The HTTP library's transport and read-timeout errors (httpx, or the fork the openai
+    client uses), found from the response it gave."""
+    module = sys.modules.get(type(response).__module__.split(".")[0])
+    transport = getattr(module, "TransportError", None)
+    timeout = getattr(module, "TimeoutException", None)
+    if not (isinstance(transport, type) and isinstance(timeout, type)):
+        return OSError, TimeoutError
+    return transport, timeout
+
+
+def _request_stub(llm: OpenAILLM) -> Any:
+    """A request object for an error raised before any response came (what the openai
+    errors carry), built with the HTTP library the client uses; the URL is the public one."""
+    import openai
+
+    base = next((c for c in type.mro(openai.DefaultAsyncHttpxClient) if c.__name__ == "AsyncClient"), None)
+    module = sys.modules.get(base.__module__.split(".")[0]) if base is not None else None
+    request_cls = getattr(module, "Request", None)
+    if request_cls is None:
+        return None
+    try:
+        return request_cls("POST", llm.public_base_url.split("?", 1)[0] + "/chat/completions")
+    except Exception:  # noqa: BLE001
+        return None

@@ -515,6 +515,9 @@ class AgentRunner(BaseAgent):
                 output.output.add_token_callback(
                     lambda tok: self._emit(TokenStreamed(tid, step_id=sid, token=tok))
                 )
+                # an answer whose stream breaks before its end was no answer: its step goes
+                # back to the queue as a failed step would (unless something was built on it)
+                output.output.add_error_callback(lambda err: self._abort_step(state, att, err))
             if self.events.active:
                 self.events.emit(
                     StepCompleted(
