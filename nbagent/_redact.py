@@ -13,11 +13,20 @@ import base64
 import logging
 import re
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact_url", "url_secrets", "scrub", "strip_userinfo", "protect_logs"]
+__all__ = [
+    "MASK",
+    "redact_url",
+    "url_secrets",
+    "named_secrets",
+    "scrub",
+    "scrub_error",
+    "strip_userinfo",
+    "protect_logs",
+]
 
 MASK = "***"
 
@@ -86,12 +95,67 @@ def url_secrets(url: str) -> list[str]:
     return sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True)
 
 
+def named_secrets(values: Mapping[str, str] | None) -> list[str]:
+    """The values of a mapping (headers, environment) whose names say they are secrets, as
+    they may appear in text (an ``Authorization`` header's token also without its scheme)."""
+    found: set[str] = set()
+    for name, value in (values or {}).items():
+        if not isinstance(value, str) or not _SECRET_NAME.search(str(name)):
+            continue
+        found.add(value)
+        scheme, _, token = value.partition(" ")
+        if token and scheme.lower() in ("bearer", "basic", "token"):
+            found.add(token)
+    return sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True)
+
+
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (longest first) replaced by ``***``."""
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret and secret in text:
             text = text.replace(secret, MASK)
     return text
+
+
+def scrub_error(err: BaseException, clean: Callable[[str], str]) -> None:
+    """Mask secrets in ``err`` in place, and in every error it carries: the ones it was raised
+    from (``__cause__``/``__context__``) and an exception group's members, since a failure
+    record keeps the whole chain as text. The types stay (``except`` clauses still work); a
+    body a server echoed secrets in is dropped."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [err]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        _scrub_one(e, clean)
+        stack.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+        members = getattr(e, "exceptions", None)
+        if isinstance(members, tuple):
+            stack.extend(m for m in members if isinstance(m, BaseException))
+
+
+def _scrub_one(err: BaseException, clean: Callable[[str], str]) -> None:
+    try:
+        text = str(err)
+    except Exception:  # noqa: BLE001 - an error that cannot say itself: leave it
+        return
+    body = getattr(err, "body", None)
+    dirty_body = body is not None and clean(repr(body)) != repr(body)
+    notes = getattr(err, "__notes__", None)
+    try:
+        if isinstance(notes, list):
+            err.__notes__ = [clean(n) if isinstance(n, str) else n for n in notes]
+        cleaned = clean(text)
+        if cleaned != text:
+            err.args = (cleaned,)
+            if isinstance(getattr(err, "message", None), str):
+                err.message = cleaned  # type: ignore[attr-defined]
+        if dirty_body:
+            err.body = None  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
 
 
 class _Scrubbing(Protocol):

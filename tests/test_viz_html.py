@@ -256,7 +256,7 @@ def test_llm_html_never_shows_the_key() -> None:
     page = H.llm_html(_FakeLLM())
     text = assert_inert(page)
     assert "SECRET" not in page
-    assert "https://llm.example.com:8443/v1" in text and "sk-…cdef" in text and "gpt-test" in text
+    assert "https://***@llm.example.com:8443/v1?key=***" in text and "sk-…cdef" in text and "gpt-test" in text
 
     class Leaky(_FakeLLM):
         model = f"model-{SECRET}"  # even a key pasted where it does not belong is redacted

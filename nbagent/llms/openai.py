@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from nbagent._redact import protect_logs, redact_url, scrub, strip_userinfo, url_secrets
+from nbagent._redact import protect_logs, redact_url, scrub, scrub_error, strip_userinfo, url_secrets
 from nbagent.llms.base import (
     LLM,
     ChatResponse,
@@ -230,12 +230,7 @@ class OpenAILLM(LLM):
         (a server may echo them back) and in the errors it was raised from."""
         if explain:
             _explain_connection_error(self, err)
-        seen: set[int] = set()
-        e: BaseException | None = err
-        while e is not None and id(e) not in seen:
-            seen.add(id(e))
-            _scrub_error(self, e)
-            e = e.__cause__ or e.__context__
+        scrub_error(err, self._scrub_text)
         raise err
 
     # -- request ---------------------------------------------------------------------------
@@ -431,23 +426,6 @@ def _split_query(url: str) -> tuple[str, dict[str, str]]:
     if not parts.query:
         return url, {}
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), dict(parse_qsl(parts.query))
-
-
-def _scrub_error(llm: OpenAILLM, err: BaseException) -> None:
-    text = str(err)
-    body = getattr(err, "body", None)
-    clean = llm._scrub_text(text)
-    dirty_body = body is not None and llm._scrub_text(repr(body)) != repr(body)
-    if clean == text and not dirty_body:
-        return
-    try:
-        err.args = (clean,)
-        if hasattr(err, "message"):
-            err.message = clean  # type: ignore[attr-defined]
-        if dirty_body:
-            err.body = None  # type: ignore[attr-defined]
-    except (AttributeError, TypeError):
-        pass
 
 
 def _explain_connection_error(llm: OpenAILLM, err: Exception) -> None:

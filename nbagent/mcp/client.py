@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from nbagent._redact import named_secrets, protect_logs, redact_url, scrub, scrub_error, url_secrets
+
 if TYPE_CHECKING:
     from mcp import Client
 
@@ -160,6 +162,10 @@ class BasicMCPClient:
     misses it fails the call with ``MCPServerError``. ``startup_timeout`` bounds the start
     (default: ``timeout``, at least 30 s). ``close()`` (or ``with``/``async with``) ends the
     session and stops a stdio server; the next request starts a new one.
+
+    Credentials in the URL (``user:pw@``, ``?token=...``), in ``headers`` and in secret-named
+    ``env`` variables go to the server and nowhere else: the repr, the HTML view, every
+    error and every tool result show them as ``***``.
     """
 
     def __init__(
@@ -204,6 +210,9 @@ class BasicMCPClient:
         self.startup_timeout = float(startup_timeout) if startup_timeout is not None else max(self.timeout, 30.0)
         self.cwd = os.fspath(cwd) if cwd is not None else None
         self.headers = dict(headers) if headers else None
+        self._secrets = (url_secrets(command_or_url) if self.is_url else []) + named_secrets(self.headers) + named_secrets(self.env)
+        if self._secrets:
+            protect_logs(self)  # the HTTP stack logs each request's URL
         self.name = name or _default_name(command_or_url, self.args)
         # as LlamaIndex's client: a URL whose path ends in /sse is the older SSE transport
         self.transport = (
@@ -287,14 +296,14 @@ class BasicMCPClient:
             except asyncio.TimeoutError:
                 tail = session.stderr_tail()
                 await self._teardown()
-                raise MCPServerError(
-                    self.name, f"did not start within startup_timeout={self.startup_timeout:g} s ({self._where()}){tail}"
+                raise self._error(
+                    f"did not start within startup_timeout={self.startup_timeout:g} s ({self._where()}){tail}"
                 ) from None
             except Exception as err:
                 tail = session.stderr_tail()
                 await self._teardown()
-                raise MCPServerError(
-                    self.name, f"could not start a session ({self._where()}): {_describe(err)}{tail}"
+                raise self._error(
+                    f"could not start a session ({self._where()}): {_describe(err)}{tail}", err
                 ) from err
             session.client = client
             self.sessions_started += 1
@@ -321,10 +330,23 @@ class BasicMCPClient:
         if self._closing:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
 
+    def _scrub_text(self, text: str) -> str:
+        """``text`` with this server's credentials (URL, headers, secret env values) masked."""
+        if self.is_url and self.command_or_url in text:
+            text = text.replace(self.command_or_url, redact_url(self.command_or_url))
+        return scrub(text, self._secrets) if self._secrets else text
+
+    def _error(self, message: str, cause: BaseException | None = None) -> MCPServerError:
+        """An ``MCPServerError`` with the credentials masked, in it and in the errors under it."""
+        if cause is not None:
+            scrub_error(cause, self._scrub_text)
+        return MCPServerError(self.name, self._scrub_text(message))
+
     def _where(self, short: bool = False) -> str:
-        """The URL, or the command line (``short``: the program's name without its path)."""
+        """The URL (credentials masked), or the command line (``short``: the program's name
+        without its path)."""
         if self.is_url:
-            return self.command_or_url
+            return redact_url(self.command_or_url)
         program = os.path.basename(self.command_or_url) if short else self.command_or_url
         return " ".join([program, *self.args])
 
@@ -339,7 +361,7 @@ class BasicMCPClient:
             timed_out = _timed_out(err)
             if timed_out and await self._still_alive(client):
                 # a slow tool on a live server: the session stays for the next call
-                raise MCPServerError(self.name, f"{what} got no answer within timeout={self.timeout:g} s") from err
+                raise self._error(f"{what} got no answer within timeout={self.timeout:g} s", err) from err
             session = self._session
             tail = ""
             if session is not None and session.client is client:
@@ -349,7 +371,7 @@ class BasicMCPClient:
                 msg = f"{what} got no answer within timeout={self.timeout:g} s and the server stopped answering"
             else:
                 msg = f"{what} failed: the connection to the server was lost ({_describe(err)})"
-            raise MCPServerError(self.name, f"{msg}. The next call starts a new session.{tail}") from err
+            raise self._error(f"{msg}. The next call starts a new session.{tail}", err) from err
 
     async def _still_alive(self, client: Client) -> bool:
         """After a timeout: is the server still answering (a slow tool), or hung (start over)?"""

@@ -140,6 +140,7 @@ class McpTool(FunctionTool):
             result = McpToolResult(
                 server=self.server, tool=self.metadata.mcp_name, text=f"{type(err).__name__}: {err}", is_error=True
             )
+        result = _scrubbed(self.mcp_client, result)
         content = result.text
         if result.is_error and not content.lower().startswith("error"):
             content = f"Error: {content}"
@@ -167,6 +168,25 @@ def local_validator(schema: dict[str, Any]) -> Any:
     cls = validator_for(schema)
     cls.check_schema(schema)
     return cls(schema, registry=Registry())
+
+
+def _scrubbed(client: BasicMCPClient, result: McpToolResult) -> McpToolResult:
+    """``result`` with the client's credentials masked in its text and structured content
+    (a server may echo the URL or the headers it got; the model, the run file and the report
+    must not see them)."""
+    if not client._secrets:
+        return result
+    text = client._scrub_text(result.text)
+    structured = result.structured
+    if structured is not None:
+        dumped = json.dumps(structured, ensure_ascii=False, default=str)
+        clean = client._scrub_text(dumped)
+        if clean != dumped:
+            try:
+                structured = json.loads(clean)
+            except ValueError:
+                structured = clean
+    return result.model_copy(update={"text": text, "structured": structured})
 
 
 # ----- the tool spec -----------------------------------------------------------------------

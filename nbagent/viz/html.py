@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
+from nbagent._redact import redact_url
 from nbagent.costs import cost_label, runner_cost_label, task_cost_label
 from nbagent.mcp import tool_server
 from nbagent.runner.state import StepStatus
@@ -685,20 +685,6 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def _public_url(url: Any) -> str:
-    """A URL without user info, query or fragment (where keys sometimes hide)."""
-    try:
-        parts = urlsplit(safe_str(url))
-        host = parts.hostname or ""
-        if ":" in host:  # an IPv6 address keeps its brackets
-            host = f"[{host}]"
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
-    except Exception:  # noqa: BLE001
-        return "(hidden)"
-
-
 def _attr(obj: Any, name: str) -> Any:
     try:
         return getattr(obj, name, None)
@@ -721,7 +707,7 @@ def llm_html(llm: Any) -> str:
         add("model", _attr(llm, "model"))
         base_url = _attr(llm, "base_url")
         if base_url:
-            add("base_url", _public_url(base_url))
+            add("base_url", redact_url(safe_str(base_url)))
         masked = _attr(llm, "masked_key")
         if masked is not None:
             add("api key", masked)
