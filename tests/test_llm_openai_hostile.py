@@ -367,3 +367,20 @@ def test_surrogate_halves_in_separate_chunks_come_out_as_one_character() -> None
     assert deltas[-1] == "\ud83d"  # and the last chunk carries it, so deltas add up to the text
     assert "".join(d or "" for d in deltas) == final.content
     assert final.tool_calls[0].tool_kwargs == {"s": "\U0001f389"}
+
+
+def test_a_lone_half_at_the_end_is_kept_exactly_in_memory_run_files_and_the_store(tmp_path: Path) -> None:
+    lines = [
+        b'data: {"choices": [{"index": 0, "delta": {"content": "Cheers \\ud83c"}}]}\n\n',
+        b'data: {"choices": [{"index": 0, "delta": {"content": "\\udf7a and \\ud83d"}, "finish_reason": "stop"}]}\n\n',
+    ]
+    with hostile(lambda conn, req: conn.sendall(SSE_HEAD + b"".join(chunk(x) for x in lines) + END)) as server:
+        agent = FunctionCallingAgent.from_tools([add], llm=llm_for(server), autosave=tmp_path / "run.db")
+        response = agent.stream_chat("toast?")
+        text = str(response)
+    assert text == "Cheers \U0001f37a and \ud83d"
+    assert agent.memory.get_all()[-1].content == text
+    agent.save(tmp_path / "run.json")
+    for path in (tmp_path / "run.json", tmp_path / "run.db"):
+        loaded = AgentRunner.load(path)
+        assert loaded.memory.get_all()[-1].content == text, path.name
