@@ -8,7 +8,6 @@ connection made to the URLs the schemas name, and must count none.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -205,8 +204,3 @@ def test_acall_tool_reports_a_bad_argument_via_local_refs_only(listener: Listene
         client.close()
     assert listener.connections == 0
 
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
