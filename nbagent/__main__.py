@@ -3,7 +3,9 @@
 - ``nbagent`` (or ``python -m nbagent``): run an offline agent end to end;
 - ``nbagent --version``: print the version;
 - ``nbagent report RUN.json [-o RUN.html] [--task ID] [--title TEXT]``: write one
-  self-contained HTML file of a saved run (``runner.save(...)``); no worker or model needed.
+  self-contained HTML file of a saved run (``runner.save(...)``, or a run store); no worker or
+  model needed. Exit status 0: written; 1: written, but damaged tasks of the run were left out
+  (a warning line names them); 2: nothing written (one error line says why).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Write one self-contained HTML file (DAG, every step, transcript, tokens, "
         "timings, errors) of a run saved with runner.save(path). It opens offline in a browser.",
     )
-    report.add_argument("run", help="the saved run (.json)")
+    report.add_argument("run", help="the saved run (.json) or run store (.db)")
     report.add_argument("-o", "--output", help="the HTML file to write (default: the run's name with .html)")
     report.add_argument("--task", help="only this task id (default: every task of the run)")
     report.add_argument("--title", help="the page title")
@@ -30,20 +32,33 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _report(args: argparse.Namespace) -> int:
+    import warnings
     from pathlib import Path
 
     from nbagent.persist import PersistError
     from nbagent.report import load_for_report, write_report
+    from nbagent.store.damage import one_line
 
     output = args.output or str(Path(args.run).with_suffix(".html"))
-    try:
-        runner = load_for_report(args.run)
-        path = write_report(runner, args.task, output, title=args.title)
-    except (PersistError, KeyError, OSError) as err:
-        print(f"nbagent report: error: {err}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            runner = load_for_report(args.run)
+            path = write_report(runner, args.task, output, title=args.title)
+        except (PersistError, KeyError, OSError) as err:
+            text = err.args[0] if isinstance(err, KeyError) and err.args else err
+            return _say(f"error: {one_line(str(text), 2000)}", 2)
+        except Exception as err:  # noqa: BLE001 - one line, never a traceback (a bug shows its type)
+            return _say(f"error: {args.run}: could not be read ({type(err).__name__}: {one_line(str(err))})", 2)
+    for w in caught:
+        _say(f"warning: {one_line(str(w.message), 2000)}", 0)
     print(f"wrote {path}")
-    return 0
+    return 1 if runner.skipped_tasks else 0
+
+
+def _say(text: str, status: int) -> int:
+    print(f"nbagent report: {text}", file=sys.stderr)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

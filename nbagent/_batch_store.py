@@ -33,6 +33,7 @@ class BatchStore:
     """
 
     def __init__(self, store: Any, runner: Any = None) -> None:
+        from nbagent.store.damage import DamagedRunError
         from nbagent.store.sqlite import RunStore
         from nbagent.store.values import PersistError
 
@@ -54,6 +55,8 @@ class BatchStore:
             return
         try:
             self.store = kept[key] = RunStore(path)
+        except DamagedRunError:
+            raise  # names the file and what is damaged
         except PersistError as err:
             raise ValueError(f"store={str(store)!r} is not an nbagent run store: {err}") from err
 
@@ -66,13 +69,28 @@ class BatchStore:
         return found
 
     def load(self, infos: list[TaskInfo]) -> dict[str, tuple[TaskState, Any]]:
-        """The stored tasks ``infos``, each with the runner that loaded it (for its models)."""
+        """The stored tasks ``infos``, each with the runner that loaded it (for its models).
+        A task the store cannot give back whole (damaged) is left out: the batch runs it again."""
+        import warnings
+
+        from nbagent.store.damage import DamagedRunWarning
+        from nbagent.store.values import PersistError
+
         by_run: dict[str, list[str]] = {}
         for info in infos:
             by_run.setdefault(info.run_id, []).append(info.task_id)
         out: dict[str, tuple[TaskState, Any]] = {}
         for run_id, task_ids in by_run.items():
-            loaded = self.store.load(None, run=run_id, tasks=task_ids, restore_ids=False)
+            try:
+                loaded = self.store.load(None, run=run_id, tasks=task_ids, restore_ids=False)
+            except PersistError as err:
+                warnings.warn(
+                    f"{len(task_ids)} finished task(s) of this batch cannot be read back from the store, so they "
+                    f"run again: {err}",
+                    DamagedRunWarning,
+                    stacklevel=3,
+                )
+                continue
             for task_id in task_ids:
                 state = loaded.tasks.get(task_id)
                 if state is not None:

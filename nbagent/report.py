@@ -93,10 +93,18 @@ def report_html(
             for i, s in enumerate(states)
         )
         parts.append(f"<nav><ol>{items}</ol></nav>")
+    skipped = runner.skipped_tasks
+    if skipped:
+        listing = "; ".join(f"{tid} ({what})" for tid, what in skipped.items())
+        parts.append(
+            f'<div class="nb-line nb-error">{len(skipped)} damaged task{"s" if len(skipped) != 1 else ""} '
+            f"of the saved run could not be loaded and {'are' if len(skipped) != 1 else 'is'} not in this "
+            f"report: {html_text(listing, 5000)}</div>"
+        )
     if not states:
         parts.append('<div class="nb-line nb-muted">This run has no tasks.</div>')
     for i, state in enumerate(states):
-        parts.append(_task_section(runner, state, i))
+        parts.append(_task_section_or_note(runner, state, i))
     parts.append(
         f"<footer>Written by nbagent {html_text(__version__)}. This file is self-contained: "
         "no script, no external resource.</footer>"
@@ -187,6 +195,20 @@ def _graph(state: TaskState) -> str:
         "the steps as a list.</div>"
     )
     return note + timeline_html(state)
+
+
+def _task_section_or_note(runner: AgentRunner, state: TaskState, index: int) -> str:
+    """A task's section; for a task whose saved values are not what they should be (a
+    damaged file can hold valid JSON of the wrong shape), a note saying so: the rest stands."""
+    try:
+        return _task_section(runner, state, index)
+    except Exception as err:  # noqa: BLE001 - one unreadable task must not cost the others
+        return (
+            f'<section class="task" id="task-{index}"><h2>Task <code class="nb-id">'
+            f"{html_text(short_id(state.task_id, 36))}</code></h2>"
+            f'<div class="nb-line nb-error">This task could not be drawn: {html_text(type(err).__name__)}: '
+            f"{html_text(preview(str(err), 500))}</div></section>"
+        )
 
 
 def _task_section(runner: AgentRunner, state: TaskState, index: int) -> str:

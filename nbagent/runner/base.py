@@ -1038,6 +1038,14 @@ class AgentRunner(BaseAgent):
         return compare(self, task_id, a, b)
 
     @property
+    def skipped_tasks(self) -> dict[str, str]:
+        """Tasks the load that built this runner skipped as damaged: task id -> what was damaged
+        (empty for a runner made here, or loaded whole). See ``nbagent.store.damage``."""
+        from nbagent.store.damage import skipped_tasks
+
+        return skipped_tasks(self)
+
+    @property
     def pricing(self) -> Any:
         """This runner's prices (a ``nbagent.costs.Pricing``), or None to use the global ones."""
         return self.__dict__.get("_pricing")

@@ -6,7 +6,8 @@ One module per concept:
 - ``codec``: a runner and its tasks <-> JSON-able records (the fields of a run, in one place);
 - ``jsonfile``: the shareable ``run.json`` file (``save_runner`` / ``load_runner``);
 - ``sqlite``: the run store (``RunStore``): runs saved one step at a time in SQLite;
-- ``autosave``: saving after every step and state change (into a store, or a run file).
+- ``autosave``: saving after every step and state change (into a store, or a run file);
+- ``damage``: a damaged store or run file: one clear error, or its damaged tasks skipped.
 
 ``nbagent.persist`` re-exports the names it always had.
 """
@@ -25,6 +26,7 @@ from nbagent.store.codec import (
     runner_from_dict,
     runner_to_dict,
 )
+from nbagent.store.damage import DamagedRunError, DamagedRunWarning, skipped_tasks
 from nbagent.store.jsonfile import atomic_write_text, parse_run_text, read_run_file
 from nbagent.store.sqlite import RunInfo, RunStore, TaskInfo, is_store_path
 from nbagent.store.values import PersistError, allow_type
@@ -33,6 +35,9 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "PersistError",
+    "DamagedRunError",
+    "DamagedRunWarning",
+    "skipped_tasks",
     "SavedWorker",
     "allow_type",
     "save_runner",

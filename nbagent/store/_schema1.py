@@ -255,7 +255,8 @@ def load_schema1(db: sqlite3.Connection, run: str, source: str) -> Any:
     header = _loads(head[0], source)
     doc = {"format": FORMAT, "version": VERSION, "nbagent": header.pop("nbagent", "?"), "runner": header,
            "tasks": rows.task_docs(source)}
-    return runner_from_dict(doc, None, source=source, decoder=_StoreDecoder(source, rows))
+    # a damaged task is not skipped: the migration would drop it (the store is left as it was)
+    return runner_from_dict(doc, None, source=source, decoder=_StoreDecoder(source, rows), skip_damaged=False)
 
 
 # ----- migration ---------------------------------------------------------------------------

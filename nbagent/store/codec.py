@@ -37,7 +37,9 @@ from nbagent.messages import TokenUsage
 from nbagent.runner.snapshot import plain_snapshot
 from nbagent.runner.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
 from nbagent.schema import Task, TaskStep, TaskStepOutput
+from nbagent.store.damage import DamagedRunError, DamagedRunWarning, mark_skipped, one_line
 from nbagent.store.values import (
+    NotAllowedError,
     Path_,
     PersistError,
     _Decoder,
@@ -293,19 +295,25 @@ class SavedWorker(BaseAgentWorker):
 
 
 def check_header(doc: Any, source: str) -> dict[str, Any]:
+    """The run document's format, version and its two parts, checked (``source``: its file)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise PersistError(f"{source}: not an nbagent run file (no \"format\": {FORMAT!r})")
+        raise DamagedRunError(source, f"not an nbagent run file (no \"format\": {FORMAT!r}); damaged, or another file")
     version = doc.get("version")
     if type(version) is not int or version < 1:
-        raise PersistError(f"{source}: bad format version {version!r}")
+        raise DamagedRunError(source, f"bad format version {one_line(repr(version), 40)}")
     if version > VERSION:
         raise PersistError(
             f"{source}: written by a newer nbagent ({doc.get('nbagent', '?')}, run format version "
             f"{version}); this nbagent reads versions up to {VERSION}: upgrade nbagent to load it"
         )
-    _need(doc, "runner", dict, "file", source)
-    _need(doc, "tasks", list, "file", source)
+    for name, kind in (("runner", dict), ("tasks", list)):
+        if type(doc.get(name)) is not kind:
+            raise DamagedRunError(source, f"the file's {name!r} is missing or not a JSON {'object' if kind is dict else 'list'}")
     return doc
+
+
+# what a damaged record can raise while it is rebuilt (anything else is a bug, not damage)
+_DAMAGE = (PersistError, LookupError, TypeError, ValueError, AttributeError, RecursionError)
 
 
 def runner_from_dict(
@@ -316,9 +324,19 @@ def runner_from_dict(
     restore_ids: bool = True,
     source: str = "run data",
     decoder: _Decoder | None = None,
+    path: Any = None,
+    run: str | None = None,
+    skipped: dict[str, str] | None = None,
+    skip_damaged: bool = True,
     **runner_kwargs: Any,
 ) -> R:
-    """Rebuild a runner from ``runner_to_dict`` data (``decoder``: the store's own)."""
+    """Rebuild a runner from ``runner_to_dict`` data (``decoder``: the store's own).
+
+    A task whose record is damaged is skipped (``skip_damaged``) and the others are loaded: a
+    ``DamagedRunWarning`` names it and the runner knows (``nbagent.store.damage``); ``skipped``
+    lists tasks already found damaged (task id -> what). When no task is left, or the runner's
+    own part is damaged, a ``DamagedRunError`` naming ``path``, ``run`` and the task is raised.
+    """
     from nbagent.costs import Pricing, register_runner
     from nbagent.runner.base import AgentRunner
 
@@ -326,13 +344,21 @@ def runner_from_dict(
     cls: type[Any] = runner_cls or AgentRunner
     rdoc = doc["runner"]
     dec = decoder if decoder is not None else _Decoder(source)
-    info = _need(rdoc, "worker", dict, "runner", source)
-    settings = dec.value(_need(rdoc, "settings", dict, "runner", source), "runner.settings")
-    pricing_doc = rdoc.get("pricing")
-    ids_state = rdoc.get("ids")
-    memory = dec.value(_need(rdoc, "memory", dict, "runner", source), "runner.memory")
-    if not isinstance(memory, ChatMemoryBuffer):
-        raise PersistError(f"{source}: runner.memory is not a ChatMemoryBuffer")
+    where = path if path is not None else source
+    try:
+        info = _need(rdoc, "worker", dict, "runner", source)
+        settings = dec.value(_need(rdoc, "settings", dict, "runner", source), "runner.settings")
+        pricing_doc = rdoc.get("pricing")
+        ids_state = rdoc.get("ids")
+        memory = dec.value(_need(rdoc, "memory", dict, "runner", source), "runner.memory")
+        if not isinstance(memory, ChatMemoryBuffer):
+            raise PersistError(f"{source}: runner.memory is not a ChatMemoryBuffer")
+        if not isinstance(settings, dict):
+            raise PersistError(f"{source}: runner.settings is not a dict")
+    except NotAllowedError:
+        raise
+    except _DAMAGE as err:
+        raise DamagedRunError(where, f"the runner's record is damaged: {_cause(err, source)}", run=run) from err
     if agent_worker is None:
         worker: BaseAgentWorker = SavedWorker(info, source)
     else:
@@ -347,19 +373,79 @@ def runner_from_dict(
     accepted = _init_params(cls)
     kwargs = {k: v for k, v in settings.items() if accepted is None or k in accepted}
     kwargs.update(runner_kwargs)
-    runner = cls(worker, memory=memory, **kwargs)
+    try:
+        runner = cls(worker, memory=memory, **kwargs)
+    except (TypeError, ValueError) as err:
+        if runner_kwargs:
+            raise  # (perhaps the caller's own arguments)
+        raise DamagedRunError(where, f"the runner's saved settings do not fit: {_cause(err, source)}", run=run) from err
     if pricing_doc is not None:
-        runner.pricing = Pricing.from_dict(pricing_doc)
+        try:
+            runner.pricing = Pricing.from_dict(pricing_doc)
+        except _DAMAGE as err:
+            raise DamagedRunError(where, f"the runner's prices are damaged: {_cause(err, source)}", run=run) from err
     models: dict[str, str] = {}
+    damaged = dict(skipped or {})
+    errors: list[DamagedRunError] = []
     for i, tdoc in enumerate(doc["tasks"]):
-        state = _task_from_dict(dec, tdoc, f"tasks[{i}]", runner, models)
+        mark = dec.mark()
+        try:
+            state = _task_from_dict(dec, tdoc, f"tasks[{i}]", runner, models)
+        except NotAllowedError:
+            raise  # (register the class and load again: nothing is damaged)
+        except _DAMAGE as err:
+            tid = tdoc.get("task_id") if isinstance(tdoc, dict) else None
+            name = tid if isinstance(tid, str) else f"tasks[{i}]"
+            dec.forget(mark, name)  # nothing loaded later may use half of it
+            dec.adopt_orphan(tdoc)
+            what = _cause(err, source, (f"tasks[{i}] (task {name})", f"tasks[{i}]"))
+            errors.append(DamagedRunError(where, what, run=run, task=name))
+            errors[-1].__cause__ = err
+            if not skip_damaged:
+                raise errors[-1] from err
+            damaged[name] = errors[-1].what
+            continue
         runner._tasks[state.task_id] = state
         register_runner(state.task_id, runner)
+    if damaged:
+        if not runner._tasks:  # nothing intact to show: an error, not an empty runner
+            if len(damaged) == 1:
+                [(name, what)] = damaged.items()
+                raise DamagedRunError(where, what, run=run, task=name) from (errors[0].__cause__ if errors else None)
+            raise DamagedRunError(where, f"every task is damaged: {_listing(damaged)}", run=run)
+        mark_skipped(runner, where, run, damaged)
+        warnings.warn(
+            f"{where}{'' if run is None else f' (run {run})'}: skipped {len(damaged)} damaged task(s), loaded the "
+            f"other {len(runner._tasks)}: {_listing(damaged)}",
+            DamagedRunWarning,
+            stacklevel=4,
+        )
     if models:
         runner.__dict__.setdefault("_step_models", {}).update(models)
     if restore_ids and ids_state is not None:
-        _restore_rng(ids_state, source)
+        try:
+            _restore_rng(ids_state, source)
+        except PersistError as err:
+            raise DamagedRunError(where, _cause(err, source), run=run) from err
     return runner  # type: ignore[no-any-return]
+
+
+def _cause(err: BaseException, source: str, prefixes: tuple[str, ...] = ()) -> str:
+    """What a damaged record's error says, without the source and the task it already names."""
+    if isinstance(err, RecursionError):
+        return "a value is nested too deeply to rebuild"
+    text = str(err) if isinstance(err, PersistError) else f"{type(err).__name__}: {err}"
+    if text.startswith(source + ": "):
+        text = text[len(source) + 2 :]
+    for prefix in prefixes:
+        if text.startswith(prefix) and len(text) > len(prefix):
+            text = text[len(prefix) :].lstrip(".: ") or text
+            break
+    return one_line(text, 300)
+
+
+def _listing(damaged: dict[str, str]) -> str:
+    return "; ".join(f"{tid} ({what})" for tid, what in damaged.items())
 
 
 def _init_params(cls: type) -> set[str] | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbagent._files import atomic_write_text
 from nbagent.store.codec import check_header, runner_from_dict, runner_to_dict
+from nbagent.store.damage import DamagedRunError, refuse_overwrite
 from nbagent.store.values import PersistError
 from nbagent.workers.base import BaseAgentWorker
 
@@ -27,7 +28,11 @@ R = TypeVar("R", bound="AgentRunner")
 
 
 def save_runner(runner: AgentRunner, path: str | os.PathLike[str]) -> Path:
-    """Write the runner's state to ``path`` as JSON, atomically. Returns the path."""
+    """Write the runner's state to ``path`` as JSON, atomically. Returns the path.
+
+    Refused over the file the runner was loaded from without some damaged tasks (they would
+    be lost)."""
+    refuse_overwrite(runner, path)
     doc = runner_to_dict(runner)
     # ASCII with \u escapes: any Python str survives, lone surrogates included
     text = json.dumps(doc, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
@@ -42,26 +47,29 @@ def read_run_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     except FileNotFoundError:
         raise PersistError(f"{source}: no such run file") from None
     except UnicodeDecodeError as err:
-        raise PersistError(f"{source}: not a run file (not UTF-8 text: {err})") from err
+        raise DamagedRunError(source, f"not a run file: not UTF-8 text (byte {err.start}: {err.reason})") from err
     return parse_run_text(text, source)
 
 
 def parse_run_text(text: str, source: str = "run data") -> dict[str, Any]:
     """Parse a run file's text and check its format and version."""
     if not text.strip():
-        raise PersistError(f"{source}: the file is empty (an interrupted write from another tool?)")
+        raise DamagedRunError(source, "the file is empty (an interrupted write from another tool?)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        raise PersistError(
-            f"{source}: not valid JSON at line {err.lineno} column {err.colno} ({err.msg}); the "
-            "file is truncated or corrupt"
+        raise DamagedRunError(
+            source,
+            f"not valid JSON at line {err.lineno} column {err.colno} ({err.msg}); the file is truncated or corrupt",
         ) from err
     except RecursionError:
-        raise PersistError(
-            f"{source}: the JSON is nested too deeply to read (more than about "
-            f"{sys.getrecursionlimit()} levels); nbagent never writes such a file"
+        raise DamagedRunError(
+            source,
+            f"the JSON is nested too deeply to read (more than about {sys.getrecursionlimit()} levels); "
+            "nbagent never writes such a file",
         ) from None
+    except ValueError as err:  # a number too long to read, say
+        raise DamagedRunError(source, f"not valid JSON ({err})") from err
     return check_header(doc, source)
 
 
@@ -78,7 +86,8 @@ def load_runner(
     doc = read_run_file(source)
     try:
         return runner_from_dict(
-            doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, **runner_kwargs
+            doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, path=source,
+            **runner_kwargs,
         )
     except RecursionError:
-        raise PersistError(f"{source}: a value in the file is nested too deeply to rebuild") from None
+        raise DamagedRunError(source, "a value in the file is nested too deeply to rebuild") from None

@@ -45,7 +45,8 @@ in it are tagged JSON (``nbagent.store.values``) plus three references to other 
 ``{"$d": k}`` a task's ``extra_state`` or a step's ``step_state`` dict, ``{"$i": [k, i]}``
 item ``i`` of container ``k`` (a tool output that a step's output and the state both hold
 stays one object). Loading puts the pieces back together and rebuilds the runner exactly as
-``nbagent.store.codec`` does for a run file. The records of a log row (``_Rows.read`` replays
+``nbagent.store.codec`` does for a run file (``nbagent.store.reader``: reading, and what a
+damaged store gives; ``nbagent.store.damage``). The records of a log row (the reader replays
 them): ``["o", k, kind, rec]`` an object (a state dict, a memory's or log's settings;
 ``["o", k, "same", k1]``: a dict holding the very objects dict ``k1`` holds at that point),
 ``["i", k, i, pos, rec]`` an item of container ``k``, ``["ic", k, [i...]]`` items cut off
@@ -79,7 +80,6 @@ import sqlite3
 import threading
 import time
 import warnings
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,16 +105,16 @@ from nbagent.store.codec import (
     _worker_info,
     runner_from_dict,
 )
+from nbagent.store.damage import DamagedRunError, DamagedRunWarning, one_line, skips_from, store_error
+from nbagent.store.reader import RUN_BITS, StoreDecoder, StoreRows, loads_row, py_text, read_rows, run_range
 from nbagent.store.values import (
     SHARED_STR_CHARS,
     _ALLOWED,
     _HANDLERS,
     _MODEL_PLANS,
     _is_plain_default,
-    memory_tokenizer,
     Path_,
     PersistError,
-    _Decoder,
     _Encoder,
     _ref_of,
 )
@@ -147,6 +147,7 @@ CREATE TABLE IF NOT EXISTS tasks(
 CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key);
 CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, ops TEXT NOT NULL);
 """
+_TABLES = frozenset({"meta", "runs", "tasks", "log"})
 
 # A step's change as one statement (so one implicit transaction: no BEGIN/COMMIT statements):
 # inserting into this view appends the log row and updates the task's row (found by its rowid,
@@ -161,15 +162,6 @@ _STEP_SQL = (
     SELECT RAISE(ABORT, 'nbagent: the task row moved') WHERE changes() = 0;
     END""",
 )
-
-# a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
-# so a run's rows are one range of the table's own key (no index to keep up to date)
-_RUN_BITS = 36
-
-
-def _run_range(no: int) -> tuple[int, int]:
-    return no << _RUN_BITS, (no + 1) << _RUN_BITS
-
 
 _JSON = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 try:  # the C encoder without encode()'s per-call set-up: a step encodes ~10 small records
@@ -198,13 +190,6 @@ def _sql_text(text: str | None) -> str | bytes | None:
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass")
     return text
-
-
-def _py_text(value: Any) -> Any:
-    """The inverse of ``_sql_text`` (a column read as text, or as bytes: ``CAST(x AS BLOB)``)."""
-    if type(value) is bytes:
-        return value.decode("utf-8", "surrogatepass")
-    return value
 
 
 def is_store_path(path: Any) -> bool:
@@ -248,6 +233,7 @@ class RunInfo:
     tasks: int
     created: float
     updated: float
+    damaged: str | None = None  # what is damaged in the run's header row (None: nothing)
 
 
 # ----- the store ---------------------------------------------------------------------------
@@ -262,19 +248,26 @@ class RunStore:
         self._lock = threading.RLock()
         if self.path.exists() and self.path.stat().st_size:
             with open(self.path, "rb") as fh:
-                if fh.read(16) != _MAGIC:
-                    raise PersistError(f"{self.path}: not an nbagent run store (not a SQLite file)")
+                start = fh.read(16)
+            if start != _MAGIC:
+                raise DamagedRunError(
+                    self.path,
+                    f"this file is not an nbagent run store: not a SQLite file (it starts with {start[:16]!r}); "
+                    "damaged, or another kind of file",
+                )
             from nbagent.store._schema1 import migrate_if_schema1
 
             migrate_if_schema1(self.path, timeout)  # a schema-1 store becomes today's, in place
+        self._db = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False)
         try:
-            self._db = sqlite3.connect(
-                str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
-            )
             self._cur = self._db.cursor()  # for the statements of every step (one cursor, not one each)
             self._open(timeout)
-        except sqlite3.DatabaseError as err:
-            raise PersistError(f"{self.path}: cannot open as a run store ({err})") from err
+        except sqlite3.Error as err:
+            self._db.close()
+            raise store_error(self.path, err, "opening it as a run store") from err
+        except BaseException:
+            self._db.close()
+            raise
 
     def _open(self, timeout: float) -> None:
         """Set the store up, waiting out other processes that open the same new file at the
@@ -303,35 +296,67 @@ class RunStore:
         self._db.execute("PRAGMA wal_autocheckpoint=1000")
         self._db.execute("PRAGMA journal_size_limit=67108864")
         with self._tx():
-            for stmt in _SCHEMA_SQL.split(";"):
-                if stmt.strip():
-                    self._db.execute(stmt)
-            for stmt in _STEP_SQL:
-                self._db.execute(stmt)
-            row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
-            if row is None:
+            tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in tables:
+                self._check_empty(tables)
+                for stmt in _SCHEMA_SQL.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
                 self._db.execute("INSERT INTO meta VALUES('format', ?)", ("nbagent-store",))
                 self._db.execute("INSERT INTO meta VALUES('schema', ?)", (str(SCHEMA),))
-            elif row[0] != "nbagent-store":
-                raise PersistError(f"{self.path}: a SQLite file, but not an nbagent run store")
             else:
-                schema = self._db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-                if schema is not None and int(schema[0]) in READS and int(schema[0]) < SCHEMA:
+                schema = self._check_marks(tables)
+                if schema in READS and schema < SCHEMA:
                     # nothing it holds reads differently now; from here on it may hold
                     # records an older reader would misread, so such a reader must refuse it
                     self._db.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA),))
-                    schema = (str(SCHEMA),)
-                if schema is None or int(schema[0]) > SCHEMA:
-                    raise PersistError(
-                        f"{self.path}: written by a newer nbagent (store schema {schema and schema[0]}); "
-                        f"this nbagent reads schema {SCHEMA}: upgrade nbagent to open it"
-                    )
-                if int(schema[0]) < SCHEMA:
-                    raise PersistError(
-                        f"{self.path}: written by an older nbagent (store schema {schema[0]}, one table per "
-                        f"kind of piece); this nbagent reads schema {SCHEMA}: load and save its runs with "
-                        "the nbagent that wrote it as run files (runner.save('run.json')), or start a new store"
-                    )
+                self._db.execute("CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key)")
+            for stmt in _STEP_SQL:  # derived, not data: put back if they were lost
+                self._db.execute(stmt)
+
+    def _check_empty(self, tables: set[str]) -> None:
+        """A file with no meta table must hold no table at all (a new store)."""
+        ours = sorted(tables & _TABLES)
+        if ours:
+            raise DamagedRunError(self.path, f"the store has lost its meta table (it still has {ours})")
+        others = sorted(t for t in tables if not t.startswith("sqlite_"))
+        if others:
+            raise PersistError(
+                f"{self.path}: a SQLite file, but not an nbagent run store (it holds the table(s) {others} and no "
+                "nbagent meta table); give another path"
+            )
+
+    def _check_marks(self, tables: set[str]) -> int:
+        """The format and schema marks of an existing store, and its tables: its schema."""
+        marks = dict(self._db.execute("SELECT name, CAST(value AS BLOB) FROM meta WHERE name IN ('format', 'schema')"))
+        fmt = marks.get("format")
+        if fmt is not None and fmt != b"nbagent-store":
+            raise PersistError(f"{self.path}: a SQLite file, but not an nbagent run store (format {fmt[:40]!r})")
+        if fmt is None:
+            raise DamagedRunError(self.path, "the store's format mark is missing from its meta table")
+        raw = marks.get("schema")
+        try:
+            schema = int(raw.decode("ascii")) if raw is not None else None
+        except (UnicodeDecodeError, ValueError):
+            mark = raw[:40].decode("utf-8", "replace")
+            raise DamagedRunError(self.path, f"the store's schema mark is {mark!r}, not a number") from None
+        if schema is None:
+            raise DamagedRunError(self.path, "the store's schema mark is missing from its meta table")
+        if schema > SCHEMA:
+            raise PersistError(
+                f"{self.path}: written by a newer nbagent (store schema {schema}); "
+                f"this nbagent reads schema {SCHEMA}: upgrade nbagent to open it"
+            )
+        if schema not in READS:
+            raise PersistError(
+                f"{self.path}: written by an older nbagent (store schema {schema}, one table per "
+                f"kind of piece); this nbagent reads schema {SCHEMA}: load and save its runs with "
+                "the nbagent that wrote it as run files (runner.save('run.json')), or start a new store"
+            )
+        missing = sorted(_TABLES - tables)
+        if missing:
+            raise DamagedRunError(self.path, f"the store has lost its table(s) {missing}")
+        return schema
 
     # ----- plumbing ---------------------------------------------------------------------
     def _tx(self, write: bool = True) -> _Tx:
@@ -362,7 +387,10 @@ class RunStore:
     def save(self, runner: AgentRunner) -> str:
         """Write ``runner`` (every task) in full, in one transaction; returns its run id."""
         writer = self._writer(runner)
-        writer.rewrite()
+        try:
+            writer.rewrite()
+        except sqlite3.Error as err:
+            raise store_error(self.path, err, "saving a run", run=writer.run_id) from err
         return writer.run_id
 
     def save_task(
@@ -381,8 +409,10 @@ class RunStore:
                 writer.write_task_full(state)
                 writer.flush()
                 self._label(writer.run_id, state.task_id, key, tag)
-        except BaseException:
+        except BaseException as err:
             writer.broken = True  # its mirrors may be ahead of the store: an autosave writes in full next
+            if isinstance(err, sqlite3.Error):
+                raise store_error(self.path, err, f"saving task {state.task_id}", run=writer.run_id) from err
             raise
         finally:
             writer.ops.clear()
@@ -410,8 +440,11 @@ class RunStore:
             raise PersistError(
                 f"task {state.task_id!r} is not autosaved to {self.path}; use save_task(runner, task, key=..., tag=...)"
             )
-        with self._lock, self._tx():
-            self._label(writer.run_id, state.task_id, key, tag)
+        try:
+            with self._lock, self._tx():
+                self._label(writer.run_id, state.task_id, key, tag)
+        except sqlite3.Error as err:
+            raise store_error(self.path, err, f"labelling task {state.task_id}", run=writer.run_id) from err
 
     def _label(self, run_id: str, task_id: str, key: str | None, tag: str | None) -> None:
         for name, value in (("key", key), ("tag", tag)):
@@ -451,25 +484,58 @@ class RunStore:
 
     def _infos(self, where: str, args: tuple[Any, ...]) -> list[TaskInfo]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT CAST(run_id AS BLOB), CAST(task_id AS BLOB), CAST(key AS BLOB), CAST(tag AS BLOB), "
-                "status, CAST(input AS BLOB), CAST(response AS BLOB), steps, updated FROM tasks "
-                f"{where} ORDER BY updated, seq",
-                args,
-            ).fetchall()
-        return [TaskInfo(*(_py_text(v) for v in row)) for row in rows]
+            try:
+                rows = self._db.execute(
+                    "SELECT CAST(run_id AS BLOB), CAST(task_id AS BLOB), CAST(key AS BLOB), CAST(tag AS BLOB), "
+                    "CAST(status AS BLOB), CAST(input AS BLOB), CAST(response AS BLOB), steps, updated, rowid "
+                    f"FROM tasks {where} ORDER BY updated, seq",
+                    args,
+                ).fetchall()
+            except sqlite3.Error as err:
+                raise store_error(self.path, err, "listing its tasks") from err
+        out, bad = [], []
+        for row in rows:
+            try:
+                info = TaskInfo(*(py_text(v) for v in row[:-1]))
+                if not (all(type(v) is str for v in (info.run_id, info.task_id, info.status, info.input))
+                        and type(info.steps) is int and type(info.updated) in (int, float)):
+                    raise ValueError("a column holds a value of the wrong type")
+            except (UnicodeDecodeError, ValueError) as err:
+                bad.append(f"row {row[-1]} ({one_line(str(err), 80)})")
+                continue
+            out.append(info)
+        if bad:
+            warnings.warn(
+                f"{self.path}: {len(bad)} damaged task row(s) left out of the list: {'; '.join(bad[:20])}",
+                DamagedRunWarning,
+                stacklevel=3,
+            )
+        return out
 
     def runs(self) -> list[RunInfo]:
-        """Every stored run, oldest first."""
+        """Every stored run, oldest first (``damaged`` says what of a run's header is)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT r.run_id, r.header, r.created, r.updated, "
-                "(SELECT count(*) FROM tasks t WHERE t.run_id=r.run_id) FROM runs r ORDER BY r.created"
-            ).fetchall()
+            try:
+                rows = self._db.execute(
+                    "SELECT CAST(r.run_id AS BLOB), CAST(r.header AS BLOB), r.created, r.updated, "
+                    "(SELECT count(*) FROM tasks t WHERE t.run_id=r.run_id) FROM runs r ORDER BY r.created"
+                ).fetchall()
+            except sqlite3.Error as err:
+                raise store_error(self.path, err, "listing its runs") from err
         out = []
-        for run_id, header, created, updated, n in rows:
-            head = json.loads(header)
-            out.append(RunInfo(run_id, head.get("class", "?"), head.get("worker", {}).get("kind", "?"), n, created, updated))
+        for raw_id, header, created, updated, n in rows:
+            try:
+                run_id = py_text(raw_id)
+            except UnicodeDecodeError:
+                run_id = raw_id.decode("utf-8", "replace")
+            try:
+                head = loads_row(header)
+                if type(head) is not dict or type(head.get("worker", {})) is not dict:
+                    raise ValueError(f"a JSON {type(head).__name__} that is not a run's header")
+                out.append(RunInfo(run_id, str(head.get("class", "?")), str(head.get("worker", {}).get("kind", "?")),
+                                   n, created, updated))
+            except ValueError as err:
+                out.append(RunInfo(run_id, "?", "?", n, created, updated, damaged=f"its header row is {err}"))
         return out
 
     def load(
@@ -483,30 +549,49 @@ class RunStore:
         **runner_kwargs: Any,
     ) -> Any:
         """Rebuild a stored runner (the newest run unless ``run`` names one; every task unless
-        ``tasks`` lists some). Without ``agent_worker`` it can be viewed and reported."""
-        source = f"{self.path}"
-        with self._tx(write=False):  # one consistent read, even while a run writes
-            if run is None:
-                row = self._db.execute("SELECT run_id FROM runs ORDER BY updated DESC, created DESC LIMIT 1").fetchone()
-                if row is None:
-                    raise PersistError(f"{source}: the store holds no run yet")
-                run = row[0]
-            head = self._db.execute("SELECT header, no FROM runs WHERE run_id=?", (_sql_text(run),)).fetchone()
-            if head is None:
-                known = [r[0] for r in self._db.execute("SELECT run_id FROM runs ORDER BY created")]
-                raise PersistError(f"{source}: no run {run!r}; stored runs: {known}")
-            rows = _Rows.read(self._db, run, head[1], tasks)
-        source = f"{source} (run {run})"
-        header = _loads(head[0], source)
+        ``tasks`` lists some). Without ``agent_worker`` it can be viewed and reported.
+
+        Damaged tasks are skipped with a ``DamagedRunWarning`` (the runner knows:
+        ``runner.skipped_tasks``); damage whose reach cannot be told raises a
+        ``DamagedRunError`` naming the store, the run and what is damaged."""
+        try:
+            with self._tx(write=False):  # one consistent read, even while a run writes
+                run, header, rows = self._read_run(run, tasks)
+        except sqlite3.Error as err:
+            raise store_error(self.path, err, "reading a run" if run is None else f"reading run {run}", run=run) from err
+        source = f"{self.path} (run {run})"
+        try:
+            header = loads_row(header)
+            if type(header) is not dict:
+                raise ValueError(f"a JSON {type(header).__name__}, not an object")
+        except ValueError as err:
+            raise DamagedRunError(self.path, f"its header row is {err}", run=run) from err
         doc = {"format": FORMAT, "version": VERSION, "nbagent": header.pop("nbagent", "?"), "runner": header,
                "tasks": rows.task_docs(source)}
-        dec = _StoreDecoder(source, rows)
         runner = runner_from_dict(
-            doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source, decoder=dec,
-            **runner_kwargs,
+            doc, agent_worker, runner_cls=runner_cls, restore_ids=restore_ids, source=source,
+            decoder=StoreDecoder(source, rows), path=self.path, run=run, skipped=rows.damaged_tasks, **runner_kwargs,
         )
         runner.__dict__["_store_origin"] = (str(self.path), run)
         return runner
+
+    def _read_run(self, run: str | None, tasks: Sequence[str] | None) -> tuple[str, Any, StoreRows]:
+        """Run ``run`` (the newest if None): its id, its header row and its rows."""
+        if run is None:
+            row = self._db.execute("SELECT CAST(run_id AS BLOB) FROM runs ORDER BY updated DESC, created DESC LIMIT 1").fetchone()
+            if row is None:
+                raise PersistError(f"{self.path}: the store holds no run yet")
+            try:
+                run = py_text(row[0])
+            except UnicodeDecodeError:
+                raise DamagedRunError(self.path, f"the newest run's id {row[0][:40]!r} is not UTF-8 text") from None
+        head = self._db.execute("SELECT CAST(header AS BLOB), no FROM runs WHERE run_id=?", (_sql_text(run),)).fetchone()
+        if head is None:
+            known = [py_text(r[0]) for r in self._db.execute("SELECT CAST(run_id AS BLOB) FROM runs ORDER BY created")]
+            raise PersistError(f"{self.path}: no run {run!r}; stored runs: {known}")
+        if type(head[1]) is not int:
+            raise DamagedRunError(self.path, f"its number in the runs table is {head[1]!r}, not a number", run=run)
+        return run, head[0], read_rows(self._db, self.path, run, head[1], tasks)
 
 
 class _Tx:
@@ -527,23 +612,23 @@ class _Tx:
 
     def __exit__(self, kind: Any, *_: Any) -> None:
         try:
-            self.store._cur.execute("ROLLBACK" if kind is not None else "COMMIT")
+            if kind is None:
+                self.store._cur.execute("COMMIT")
+            elif self.store._db.in_transaction:
+                try:
+                    self.store._cur.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # (SQLite rolled it back itself) the error that ended it says more
         finally:
             self.store._lock.release()
-
-
-def _loads(text: str, source: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise PersistError(f"{source}: a stored row is not valid JSON ({err.msg}); the store is corrupt") from err
 
 
 def _run_id_for(store: RunStore, runner: AgentRunner) -> str:
     """The run this runner continues in ``store`` (it was loaded from it), or a new run id."""
     origin = runner.__dict__.get("_store_origin")
-    if origin is not None and origin[0] == str(store.path):
+    if origin is not None and origin[0] == str(store.path) and not skips_from(runner, store.path, origin[1]):
         return origin[1]  # type: ignore[no-any-return]
+    # (a runner loaded without some damaged tasks goes in as a new run: its own stays as it is)
     import uuid
 
     return "run-" + uuid.uuid4().hex[:12]  # not from nbagent.ids: a seeded id sequence stays as it is
@@ -770,7 +855,7 @@ class _Writer:
         self.db.execute("DELETE FROM tasks WHERE run_id=?", (self.run_id,))
         no = self._run_no()
         if no is not None:
-            self.db.execute("DELETE FROM log WHERE id>=? AND id<?", _run_range(no))
+            self.db.execute("DELETE FROM log WHERE id>=? AND id<?", run_range(no))
         self.log_seq = 0
 
     def _run_no(self) -> int | None:
@@ -793,12 +878,12 @@ class _Writer:
         if no is None:
             raise PersistError(f"run {self.run_id!r} has no header row in {self.store.path}")
         if self.log_seq is None:
-            lo, hi = _run_range(no)
+            lo, hi = run_range(no)
             last = self.db.execute("SELECT max(id) FROM log WHERE id>=? AND id<?", (lo, hi)).fetchone()[0]
             self.log_seq = 0 if last is None else last - lo + 1
-        if self.log_seq >= 1 << _RUN_BITS:
+        if self.log_seq >= 1 << RUN_BITS:
             raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
-        self.cur.execute("INSERT INTO log VALUES(?,?)", ((no << _RUN_BITS) + self.log_seq, _dumps(self.ops)))
+        self.cur.execute("INSERT INTO log VALUES(?,?)", ((no << RUN_BITS) + self.log_seq, _dumps(self.ops)))
         self.log_seq += 1
         self.ops.clear()
 
@@ -893,7 +978,7 @@ class _Writer:
                 status, response, steps, updated, head, row, tid, run = self.row_update
             finally:
                 self.row_update = None
-            log_id = (self.run_no << _RUN_BITS) + self.log_seq
+            log_id = (self.run_no << RUN_BITS) + self.log_seq
             self.cur.execute(
                 "INSERT INTO step_commit VALUES(?,?,?,?,?,?,?,?,?,?)",
                 (log_id, _dumps(self.ops), row, tid, run, status, response, steps, updated, head),
@@ -1495,6 +1580,7 @@ class _Writer:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_MISSING = object()
 _STATUS_JSON = {st.value: _dumps(st.value) for st in TaskStatus}  # a task row's status, as JSON
 _HEAD_PLAIN = ',"undone_edges":[],"undone_ids":[],"finalized":false,"abandoned":false,"final_response":null}'
 
@@ -1555,312 +1641,16 @@ def _all_steps(state: TaskState) -> dict[str, TaskStep]:
     return steps
 
 
-# ----- reading -----------------------------------------------------------------------------
-
-
-class _Rows:
-    """Every piece of one run, read in one transaction by replaying its log."""
-
-    def __init__(self) -> None:
-        self.tasks: list[tuple[str, str]] = []  # (task_id, head)
-        self.steps: dict[str, list[Any]] = {}
-        self.outputs: dict[str, list[tuple[int, Any, int, Any, Any]]] = {}
-        self.history: dict[str, list[Any]] = {}
-        self.failures: dict[str, list[Any]] = {}
-        self.objects: dict[int, tuple[str, Any]] = {}
-        self.items: dict[int, dict[int, Any]] = {}  # k -> item number -> record
-        self.order: dict[int, list[int]] = {}  # k -> the item numbers in the list, in order
-        self.placed: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos now or None, record, pos written at]
-
-    @classmethod
-    def read(cls, db: sqlite3.Connection, run: str, no: int, only: Sequence[str] | None) -> _Rows:
-        rows = cls()
-        wanted = None if only is None else set(only)
-        task_of: dict[int, str] = {}  # a task's place (seq) -> its id; records of other places are stale
-        for task_id, seq, head in db.execute("SELECT task_id, seq, head FROM tasks WHERE run_id=? ORDER BY seq", (run,)):
-            task_id = _py_text(task_id)
-            if wanted is None or task_id in wanted:
-                rows.tasks.append((task_id, head))
-                task_of[seq] = task_id
-        if wanted is not None and len(rows.tasks) != len(wanted):
-            missing = sorted(wanted - {t for t, _ in rows.tasks})
-            raise PersistError(f"run {run!r} has no task(s) {missing}")
-        steps: dict[int, dict[int, Any]] = {}  # seq -> step's place -> record
-        outputs: dict[int, list[list[Any]]] = {}  # seq -> [cpos, done, upos, record] by n
-        lists: dict[str, dict[int, list[Any]]] = {"h": {}, "f": {}}  # history, failures
-        items: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos, record]
-        objects = rows.objects
-        twins: dict[int, list[int]] = {}  # k -> the dicts written as "the same as k" since k was
-        where = f"run {run!r}"
-        op: Any = None
-        try:
-            for (text,) in db.execute("SELECT ops FROM log WHERE id>=? AND id<? ORDER BY id", _run_range(no)):
-                for op in _loads(text, where):
-                    kind = op[0]
-                    if kind == "o":
-                        k = op[1]
-                        for other in twins.pop(k, ()):  # copies of what k held: now their own
-                            if objects.get(other) == ("same", k):
-                                objects[other] = objects[k]
-                                if objects[k][0] == "same":
-                                    twins.setdefault(objects[k][1], []).append(other)
-                        if op[2] == "same":
-                            if objects[op[3]][0] not in ("dict", "same"):
-                                raise ValueError(f"object {op[3]} is not a dict")
-                            twins.setdefault(op[3], []).append(k)
-                        objects[k] = (op[2], op[3])
-                    elif kind == "i":
-                        items.setdefault(op[1], {})[op[2]] = [op[3], op[4], op[3]]
-                    elif kind == "ic":
-                        found = items[op[1]]
-                        for i in op[2]:
-                            found[i][0] = None
-                    elif op[1] not in task_of:
-                        if kind not in ("s", "u", "p", "pd", "h", "f", "hx", "fx"):
-                            raise ValueError(kind)
-                    elif kind == "s":
-                        steps.setdefault(op[1], {})[op[2]] = op[3]
-                    elif kind == "u":
-                        outs = outputs.setdefault(op[1], [])
-                        n = op[2]
-                        if n == len(outs):
-                            outs.append([*op[3], op[4]])
-                        elif n < len(outs):
-                            outs[n] = [*op[3], op[4]]
-                        else:
-                            raise PersistError(f"{where}: output {n} follows output {len(outs) - 1}; the store is corrupt")
-                    elif kind == "p":
-                        outs = outputs[op[1]]
-                        slot = op[2]
-                        for value, n in op[3]:
-                            outs[n][slot] = value
-                    elif kind == "pd":
-                        for out in outputs.get(op[1], ()):
-                            out[1] = 0
-                    elif kind == "h" or kind == "f":
-                        lst = lists[kind].setdefault(op[1], [])
-                        i = op[2]
-                        if i == len(lst):
-                            lst.append(op[3])
-                        elif i < len(lst):
-                            lst[i] = op[3]
-                        else:
-                            raise PersistError(f"{where}: record {i} follows record {len(lst) - 1}; the store is corrupt")
-                    elif kind == "hx" or kind == "fx":
-                        del lists[kind[0]].get(op[1], [])[op[2]:]
-                    else:
-                        raise ValueError(kind)
-        except (LookupError, TypeError, ValueError) as err:
-            raise PersistError(f"{where}: a stored record {str(op)[:80]!r} does not fit ({err!r}); the store is corrupt") from err
-        for seq, tid in task_of.items():
-            rows.steps[tid] = [rec for _, rec in sorted(steps.get(seq, {}).items())]
-            rows.outputs[tid] = [(n, cpos, done, upos, rec) for n, (cpos, done, upos, rec) in enumerate(outputs.get(seq, []))]
-            rows.history[tid] = lists["h"].get(seq, [])
-            rows.failures[tid] = lists["f"].get(seq, [])
-        for k, found in items.items():
-            rows.items[k] = {i: rec for i, (_, rec, _) in found.items()}
-            placed = sorted((pos, i) for i, (pos, _, _) in found.items() if pos is not None)
-            for want, (pos, _) in enumerate(placed):
-                if pos != want:
-                    raise PersistError(f"{where}: item {pos} of object {k} follows item {want - 1}; the store is corrupt")
-            rows.order[k] = [i for _, i in placed]
-        rows.placed = items
-        return rows
-
-    def task_docs(self, source: str) -> list[dict[str, Any]]:
-        """Each task as the run file's task record (values still encoded)."""
-        docs = []
-        for tid, head_text in self.tasks:
-            where = f"{source}: task {tid}"
-            doc = _loads(head_text, where)
-            steps, states, models = [], {}, {}
-            for rec in self.steps.get(tid, []):
-                sid = rec.get("step_id")
-                states[sid] = rec.pop("state", {})
-                model = rec.pop("model", None)
-                if model is not None:
-                    models[sid] = model
-                steps.append(rec)
-            outputs, completed, done, undone = [], [], [], []
-            for n, cpos, is_done, upos, rec in self.outputs.get(tid, []):
-                outputs.append(rec)
-                if cpos is not None:
-                    completed.append((cpos, n))
-                if upos is not None:
-                    undone.append((upos, n))
-                if is_done:
-                    done.append((rec.get("step_id"), n))
-            doc.update(
-                steps=steps,
-                step_states=states,
-                models=models,
-                outputs=outputs,
-                completed=[n for _, n in sorted(completed)],
-                done=dict(done),
-                undone_outputs=[n for _, n in sorted(undone)],
-                history=list(self.history.get(tid, [])),
-                failures=list(self.failures.get(tid, [])),
-            )
-            docs.append(doc)
-        return docs
-
-
-_MISSING = object()
-
-
-class _StoreDecoder(_Decoder):
-    """The run file's decoder, plus the objects that live in rows of their own (built when
-    first referred to, so rows may refer to each other in any order)."""
-
-    def __init__(self, source: str, rows: _Rows) -> None:
-        super().__init__(source)
-        self.rows = rows
-        self.built: dict[int, Any] = {}
-        self.items_built: dict[tuple[int, int], Any] = {}
-        self.views: dict[tuple[int, int, int], PrefixView[Any]] = {}
-        self.at: dict[int, list[list[int]]] = {}  # k -> by position: the numbers of the items written there
-        self.frozen: dict[int, dict[int, tuple[list[Any], int]]] = {}  # k -> i -> (a rebuilt list, i's place)
-
-    def value(self, d: Any, where: str) -> Any:
-        if type(d) is dict:
-            if "$c" in d:
-                c = self._object(d["$c"], where)
-                if "t" in d:  # a memory's snapshot
-                    if type(c) is not ChatMemoryBuffer or type(d["t"]) is not int:
-                        raise self.fail(where, f"object {d['$c']} is not a memory, or {d['t']!r} not a length")
-                    return (c._messages, c._counts, d["t"])
-                if "s" in d:  # a memory's or log's own snapshot
-                    return _Saved(c, self.value(d["s"], where), False)
-                if "v" in d:  # a view of the log's first n items
-                    return self._view(d["$c"], c, d["v"], where)
-                part = d.get("p")
-                if part is None:
-                    return c
-                if type(c) is not ChatMemoryBuffer:
-                    raise self.fail(where, f"object {d['$c']} is not a memory")
-                return c._messages if part == "m" else c._counts
-            if "$d" in d:
-                return self._object(d["$d"], where)
-            if "$i" in d:
-                k, i = d["$i"]
-                item = self._item(k, i, where)
-                return item[0] if self.rows.objects.get(k, ("",))[0] == "mem" else item
-        return super().value(d, where)
-
-    def _object(self, k: Any, where: str) -> Any:
-        found = self.built.get(k)
-        if found is not None:
-            return found
-        entry = self.rows.objects.get(k) if type(k) is int else None
-        if entry is None:
-            raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
-        kind, rec = entry
-        if kind == "same":  # the same objects as dict ``rec`` holds
-            same: dict[str, Any] = {}
-            self.built[k] = same
-            src = self._object(rec, where)
-            if not isinstance(src, dict):
-                raise self.fail(where, f"stored object {k} copies {rec}, which is not a dict")
-            same.update(src)
-            return same
-        if kind == "dict":
-            out: dict[str, Any] = {}
-            self.built[k] = out
-            value = super().value(rec, where)  # the dict's own row
-            if not isinstance(value, dict):
-                raise self.fail(where, f"stored object {k} is not a dict")
-            out.update(value)
-            return out
-        order = self.rows.order.get(k, [])
-        if kind == "log":
-            log: AppendLog[Any] = AppendLog()
-            self.built[k] = log
-            for i in order:
-                list.append(log, self._item(k, i, where))
-            return log
-        if kind == "mem":
-            buf = ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=memory_tokenizer(rec, where, self.fail))
-            self.built[k] = buf
-            pairs = [self._item(k, i, where) for i in order]
-            buf._messages = [m for m, _ in pairs]
-            buf._counts = [c for _, c in pairs]
-            return buf
-        raise self.fail(where, f"stored object {k} has an unknown kind {kind!r}")
-
-    def _view(self, k: int, log: Any, v: Any, where: str) -> PrefixView[Any]:
-        """The view ``{"$c": k, "v": [last, n]}`` stands for: the log's first n items while
-        item ``last`` is still at n-1 (only the tail is ever cut), else the items that stood at
-        0..n-1 when it was written: at each place, the newest item written there numbered at
-        most ``last`` (items are numbered in the order they were written)."""
-        if type(log) is not AppendLog or type(v) is not list or len(v) != 2 or any(type(x) is not int for x in v):
-            raise self.fail(where, f"a view needs a log and [last item, n]; got object {k} and {v!r}")
-        last, n = v
-        key = (k, last, n)
-        view = self.views.get(key)
-        if view is not None:
-            return view
-        order = self.rows.order.get(k, [])
-        if n == 0 or (n <= len(order) and order[n - 1] == last):
-            view = log.view(n)
-        else:
-            frozen = self.frozen.setdefault(k, {})
-            hit = frozen.get(last)
-            if hit is not None and hit[1] == n - 1:
-                view = PrefixView.over(hit[0], n)
-            else:
-                at = self.at.get(k)
-                if at is None:
-                    at = self.at[k] = []
-                    for i, (_, _, pos) in sorted(self.rows.placed.get(k, {}).items()):
-                        while len(at) <= pos:
-                            at.append([])
-                        at[pos].append(i)  # ascending: the items are sorted by number
-                numbers = []
-                for p in range(n):
-                    written = at[p] if p < len(at) else ()
-                    j = bisect_right(written, last) - 1  # type: ignore[arg-type]
-                    if j < 0:
-                        raise self.fail(
-                            where, f"a view of {n} items of log {k} up to item {last}: no item at place {p}"
-                        )
-                    numbers.append(written[j])
-                if numbers[-1] != last:
-                    raise self.fail(
-                        where, f"a view of {n} items of log {k}: item {last} was not written at place {n - 1}"
-                    )
-                items = [self._item(k, i, where) for i in numbers]
-                for p, i in enumerate(numbers):
-                    frozen.setdefault(i, (items, p))
-                view = PrefixView.over(items, n)
-        self.views[key] = view
-        return view
-
-    def _item(self, k: Any, i: Any, where: str) -> Any:
-        key = (k, i)
-        if key in self.items_built:
-            return self.items_built[key]
-        items = self.rows.items.get(k) if type(k) is int else None
-        raw = items.get(i, _MISSING) if items is not None and type(i) is int else _MISSING
-        if raw is _MISSING:
-            raise self.fail(where, f"refers to item {i!r} of stored object {k!r}, which the store does not hold")
-        kind = self.rows.objects.get(k, ("?", ""))[0]
-        if kind == "mem":
-            if not (type(raw) is list and len(raw) == 2):
-                raise self.fail(where, f"item {i} of memory {k} is not a [message, count] pair")
-            value: Any = (self.value(raw[0], where), raw[1])
-        else:
-            value = self.value(raw, where)
-        self.items_built[key] = value
-        return value
-
-
 # ----- autosave into a store ---------------------------------------------------------------
 
 
 def start_autosave(runner: AgentRunner, store: RunStore) -> _Writer:
     """Write ``runner`` in full into ``store`` and return the writer that keeps it saved."""
     writer = _Writer(store, runner, _run_id_for(store, runner))
-    writer.rewrite()
+    try:
+        writer.rewrite()
+    except sqlite3.Error as err:
+        raise store_error(store.path, err, "saving a run", run=writer.run_id) from err
     runner.__dict__["_store_origin"] = (str(store.path), writer.run_id)
     return writer
 
@@ -1868,6 +1658,8 @@ def start_autosave(runner: AgentRunner, store: RunStore) -> _Writer:
 def autosave_warning(writer: _Writer, err: BaseException) -> None:
     from nbagent.store.autosave import AutosaveWarning
 
+    if isinstance(err, sqlite3.Error):
+        err = store_error(writer.store.path, err, "saving a step", run=writer.run_id)
     warnings.warn(
         f"autosave to {writer.store.path} failed: {err}; the store keeps its last committed step",
         AutosaveWarning,

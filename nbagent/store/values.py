@@ -30,7 +30,7 @@ from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.runner.snapshot import AppendLog, _Saved
 from nbagent.schema import StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
 
-__all__ = ["PersistError", "allow_type", "is_allowed_class"]
+__all__ = ["PersistError", "NotAllowedError", "allow_type", "is_allowed_class"]
 
 SHARED_STR_CHARS = 4096  # texts this long are written once per file and referred to after
 _ALLOWED: dict[str, Any] = {}  # "module:Qualname" -> class or function registered by the user
@@ -38,6 +38,11 @@ _ALLOWED: dict[str, Any] = {}  # "module:Qualname" -> class or function register
 
 class PersistError(ValueError):
     """A run could not be saved, or a run file could not be read: says where and why."""
+
+
+class NotAllowedError(PersistError):
+    """A saved run names a class or function from outside nbagent that was not registered
+    with ``allow_type``: not damage, a choice to make (loading never skips over it)."""
 
 
 def allow_type(obj: Any) -> Any:
@@ -82,7 +87,7 @@ def _resolve(ref: str, where: str) -> Any:
     if found is not None:
         return found
     if not _is_nbagent(ref):
-        raise PersistError(
+        raise NotAllowedError(
             f"{where}: the file names {ref!r}, which is not an nbagent class; loading imports only "
             "nbagent's own classes and those registered with nbagent.persist.allow_type(cls): "
             "register it first if you trust this file"
@@ -118,11 +123,11 @@ def memory_tokenizer(rec: dict[str, Any], where: str, fail: Callable[[str, str],
         return None
     tokenizer = _ALLOWED.get(rec["tokenizer"])
     if tokenizer is None or isinstance(tokenizer, type):
-        raise fail(
+        raise NotAllowedError(str(fail(
             where,
             f"the memory counts tokens with {rec['tokenizer']!r}; register that function with "
             "nbagent.persist.allow_type(fn) before loading",
-        )
+        )))
     return tokenizer
 
 
@@ -515,16 +520,59 @@ class _Decoder:
     def __init__(self, source: str) -> None:
         self.source = source
         self.objects: dict[int, Any] = {}
+        self.damaged: dict[int, str] = {}  # object number -> the damaged task that defined it
+        self.pending: list[int] = []  # objects defined, not yet whole (being filled)
+        self.orphans: list[Any] = []  # the records of damaged tasks (see ``_orphan``)
+        self._orphan_defs: dict[int, Any] | None = None
         self.steps: dict[str, TaskStep] = {}
         self.outputs: list[TaskStepOutput] = []
 
     def fail(self, where: str, why: str) -> PersistError:
         return PersistError(f"{self.source}: {where}: {why}")
 
+    def mark(self) -> Any:
+        """Where decoding stands, before a task (see ``forget``)."""
+        return None
+
+    def forget(self, mark: Any, task: str) -> None:
+        """After a damaged task: drop the objects it left half built, and every object
+        defined after the first of them (one could hold it); a later reference to one fails,
+        naming the task. Objects it built whole before stay: another task may share them."""
+        if self.pending:
+            numbers = list(self.objects)
+            for n in numbers[numbers.index(self.pending[0]) :]:
+                del self.objects[n]
+                self.damaged[n] = task
+            self.pending.clear()
+
+    def adopt_orphan(self, record: Any) -> None:
+        """Keep a damaged task's record: an object it defined, intact, that a later task
+        refers to (a run file writes a shared object once, where it first appears) is
+        rebuilt from it then (``_orphan``)."""
+        self.orphans.append(record)
+        self._orphan_defs = None
+
+    def _orphan(self, n: int) -> Any:
+        if self._orphan_defs is None:
+            defs: dict[int, Any] = {}
+            stack = list(self.orphans)
+            while stack:
+                x = stack.pop()
+                if type(x) is dict:
+                    i = x.get("$id")
+                    if type(i) is int:
+                        defs.setdefault(i, x)
+                    stack.extend(x.values())
+                elif type(x) is list:
+                    stack.extend(x)
+            self._orphan_defs = defs
+        return self._orphan_defs.get(n)
+
     def _define(self, n: Any, obj: Any, where: str) -> None:
-        if type(n) is not int or n in self.objects:
+        if type(n) is not int or n in self.objects or n in self.damaged:
             raise self.fail(where, f"bad or repeated object number {n!r}")
         self.objects[n] = obj
+        self.pending.append(n)  # until the value that defines it is whole
 
     def value(self, d: Any, where: str) -> Any:
         if d is None or type(d) in (str, bool, int, float):
@@ -535,10 +583,18 @@ class _Decoder:
             raise self.fail(where, f"unexpected JSON value {type(d).__name__}")
         if "$ref" in d:
             n = d["$ref"]
+            if type(n) is int and n in self.damaged:
+                raise self.fail(where, f"refers to object {n}, which belongs to damaged task {self.damaged[n]}")
+            if type(n) is int and n not in self.objects and self.orphans:
+                node = self._orphan(n)
+                if node is not None:
+                    return self.value(node, where)  # defines it
             if type(n) is not int or n not in self.objects:
                 raise self.fail(where, f"reference to object {n!r}, which is not defined before it (corrupt file?)")
             return self.objects[n]
         tag = d.get("$type")
+        pending = self.pending
+        mark = len(pending)
         if tag is None:
             out: dict[str, Any] = {}
             if "$id" in d:
@@ -546,12 +602,17 @@ class _Decoder:
             for k, v in d.items():
                 if k != "$id":
                     out[k] = self.value(v, where)
+            if len(pending) > mark:
+                del pending[mark:]  # whole now
             return out
         handler = _TAGS.get(tag) if isinstance(tag, str) else None
         if handler is None:
             raise self.fail(where, f"unknown value tag $type={tag!r}; known: {sorted(_TAGS)}")
         try:
-            return handler(self, d, where)
+            built = handler(self, d, where)
+            if len(pending) > mark:
+                del pending[mark:]  # whole now
+            return built
         except PersistError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as err:
