@@ -12,8 +12,8 @@ Async generators are bound to the loop that started them (an HTTP stream's socke
 
 An exception comes out of ``run_sync`` / ``next_on`` without the frames of this bridge
 (asyncio, concurrent.futures, threads): a learner's traceback shows their call, then the code
-that raised. An error nbagent raises on purpose (a ``raise`` in nbagent's code, caused by no
-other error: "task is done", "nothing to undo"...) is shown from the caller's frame alone.
+that raised. An error nbagent raises on purpose (a ``raise`` in nbagent's code: "task is
+done", "nothing to undo"...) is shown from the caller's frame alone.
 """
 
 from __future__ import annotations
@@ -312,14 +312,13 @@ def _is_bridge(filename: str) -> bool:
 
 
 def raised_on_purpose(error: BaseException) -> bool:
-    """nbagent raised it itself to say the call does not fit (a ``raise`` statement in its
-    code, with no other error behind it), as opposed to a bug or a failure of a model or tool."""
+    """nbagent raised it itself to say what was wrong (a ``raise`` statement in its code), as
+    opposed to a bug or a failure of a model or tool. (An error it raised for another one keeps
+    that one, with its frames, as its cause or context.)"""
     innermost = error.__traceback__
     while innermost is not None and innermost.tb_next is not None:
         innermost = innermost.tb_next
-    if innermost is None or error.__cause__ is not None:
-        return False
-    if error.__context__ is not None and not error.__suppress_context__:
+    if innermost is None:
         return False
     code = innermost.tb_frame.f_code
     if not code.co_filename.startswith(_PACKAGE):

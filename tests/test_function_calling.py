@@ -328,11 +328,11 @@ def test_injected_input_reaches_the_model() -> None:
     assert msgs[-1].content == "Just say the number."
 
 
-def test_injected_input_on_the_first_step_replaces_the_question() -> None:
+def test_injected_input_on_the_first_step_goes_after_the_question() -> None:
     runner, llm = agent(["fine"])
     task = runner.create_task("original")
-    runner.run_step(task, input="replaced")
-    assert [m.content for m in llm.requests[0].messages] == ["replaced"]
+    runner.run_step(task, input="added")
+    assert [m.content for m in llm.requests[0].messages] == ["original", "added"]
 
 
 def test_undo_after_a_tool_step_then_rerun_reproduces_the_request() -> None:

@@ -326,11 +326,11 @@ def test_injected_human_input_reaches_the_next_request_and_memory() -> None:
     ]
 
 
-def test_replaced_first_step_input_is_the_user_message() -> None:
+def test_first_step_input_follows_the_question() -> None:
     runner, llm = agent([final("hello")])
     task = runner.create_task("original")
-    runner.run_step(task, input="replaced")
-    assert texts(llm.requests[0].messages[1:]) == [("user", "replaced")]
+    runner.run_step(task, input="added")
+    assert texts(llm.requests[0].messages[1:]) == [("user", "original"), ("user", "added")]
 
 
 def test_undo_after_tool_step_gives_the_same_next_request() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -33,19 +34,31 @@ def _answered_agent() -> tuple[Any, Any]:
 
 
 def _raised(call: Callable[[], Any], in_loop: bool) -> BaseException:
-    """The exception ``call`` raises, called plainly or from a coroutine (a notebook cell)."""
+    """The exception ``call`` raises, called plainly or from a coroutine (a notebook cell).
+
+    On a fresh thread, as in a fresh kernel: an error another test left "being handled" on
+    this thread (the interrupt tests inject Ctrl-C at every line) would become its context.
+    """
+    caught: list[BaseException] = []
 
     async def cell() -> None:
         call()
 
-    try:
-        if in_loop:
-            asyncio.run(cell())
-        else:
-            call()
-    except Exception as error:  # noqa: BLE001 - what we look at
-        return error
-    raise AssertionError("the call did not raise")
+    def run() -> None:
+        try:
+            if in_loop:
+                asyncio.run(cell())
+            else:
+                call()
+        except Exception as error:  # noqa: BLE001 - what we look at
+            caught.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if not caught:
+        raise AssertionError("the call did not raise")
+    return caught[0]
 
 
 def _frames(error: BaseException) -> list[traceback.FrameSummary]:

@@ -538,13 +538,15 @@ class AgentRunner(BaseAgent):
     async def arun_step(
         self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
     ) -> TaskStepOutput:
-        """Run the next step (or ``step``); ``input`` replaces the step's input (steering)."""
+        """Run the next step (or ``step``); ``input`` is a person's word for it (steering: on a
+        task's first step the model gets it after the question)."""
         return await self._astep(task_id, step, input=input, mode="wait", **kwargs)
 
     def run_step(
         self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
     ) -> TaskStepOutput:
-        """Run the next step (or ``step``); ``input`` replaces the step's input (steering)."""
+        """Run the next step (or ``step``); ``input`` is a person's word for it (steering: on a
+        task's first step the model gets it after the question)."""
         return _sync.run_sync(self._astep(task_id, step, input=input, mode="wait", **kwargs))
 
     async def astream_step(

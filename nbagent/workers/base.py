@@ -18,7 +18,19 @@ from nbagent.schema import Task, TaskStep, TaskStepOutput
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
 
-__all__ = ["BaseAgentWorker", "EmptyResponseError"]
+__all__ = ["BaseAgentWorker", "EmptyResponseError", "person_input"]
+
+
+def person_input(step: TaskStep, task: Task, first: bool) -> str | None:
+    """What a person gave as this step's input, to go to the model after what it has seen.
+
+    A task's first step carries the question as its input (the reference's convention), so
+    there only an input other than the question is the person's: it goes after the question,
+    never in its place (``run_step(task, input=...)`` on a new task).
+    """
+    if step.input is None or (first and step.input == task.input):
+        return None
+    return step.input
 
 
 class EmptyResponseError(ValueError):

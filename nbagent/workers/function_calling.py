@@ -46,7 +46,7 @@ from nbagent.prompts import PromptDictType, PromptTemplate, template_text
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
-from nbagent.workers.base import BaseAgentWorker, EmptyResponseError
+from nbagent.workers.base import BaseAgentWorker, EmptyResponseError, person_input
 
 __all__ = [
     "FunctionCallingAgentWorker",
@@ -232,15 +232,12 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         choice = _check_tool_choice(tool_choice, tools)
         if self.max_function_calls is not None and state[CALLS_KEY] >= self.max_function_calls:
             choice = "none" if tools else None  # the budget is spent: the model must answer
-        if step.step_state.get(_FIRST):
-            text = step.input if step.input is not None else task.input
+        first = bool(step.step_state.get(_FIRST))
+        added = person_input(step, task, first)
+        for text in ([task.input] if first else []) + ([added] if added is not None else []):
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
             if self.verbose:  # the reference's words
                 print(f"Added user message to memory: {text}")
-        elif step.input is not None:
-            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
-            if self.verbose:
-                print(f"Added user message to memory: {step.input}")
         messages: list[ChatMessage] = []
         if self.system_prompt:
             messages.append(ChatMessage(role=MessageRole.SYSTEM, content=self.system_prompt))

@@ -358,7 +358,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
         parts = image_parts(task.extra_state["image_docs"], self.image_detail) if first and make is None else []
         tools, messages = super()._begin(step, task)
         if first:
-            question = task.scratch_memory.get_all()[-1]
+            question = task.scratch_memory.get_all()[0]  # a person's input may follow it
             assert question.role == MessageRole.USER
             # the same message object is in `messages`, and stays in memory with its images
             if make is None:

@@ -32,7 +32,7 @@ from nbagent.prompts import PromptDictType, PromptTemplate
 from nbagent.runner.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
-from nbagent.workers.base import BaseAgentWorker
+from nbagent.workers.base import BaseAgentWorker, person_input
 from nbagent.workers.planner_parser import Plan, PlanError, parse_plan, resolve_refs
 from nbagent.workers.react.prompt import format_tool_descriptions
 
@@ -250,10 +250,10 @@ class PlannerAgentWorker(BaseAgentWorker):
         rnd = int(step.step_state.get("round", 0))
         first = not any(m.role == MessageRole.USER for m in task.scratch_memory.get_all())
         if first:
-            question = task.input if step.input is None else step.input
-            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=question))
-        elif step.input is not None:  # human input injected before this plan
-            note = ChatMessage(role=MessageRole.USER, content=step.input)
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=task.input))
+        added = person_input(step, task, first)
+        if added is not None:  # human input injected before this plan
+            note = ChatMessage(role=MessageRole.USER, content=added)
             task.scratch_memory.put(note)
             state["planner_messages"].append(note)
         question = self._question(task)

@@ -33,7 +33,7 @@ from nbagent.schema import (
     TaskStepOutput,
 )
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
-from nbagent.workers.base import BaseAgentWorker, EmptyResponseError
+from nbagent.workers.base import BaseAgentWorker, EmptyResponseError, person_input
 from nbagent.workers.react.formatter import ReActChatFormatter
 from nbagent.workers.react.output_parser import (
     ActionReasoningStep,
@@ -234,15 +234,15 @@ class ReActAgentWorker(BaseAgentWorker):
                 f"limit (worker.max_iterations = {2 * self.max_iterations}, or "
                 "ReActAgentWorker(..., max_iterations=N)) and run it again, or undo_step/steer it"
             )
-        if n == 0:
-            text = task.input if step.input is None else step.input
-            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
-        elif step.input is not None:  # human input injected by run_step(task, input=...)
+        if n == 0:  # the question, always first
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=task.input))
+        added = person_input(step, task, first=n == 0)
+        if added is not None:  # human input injected by run_step(task, input=...)
             # in memory for the transcript; in the reasoning so the prompt shows it in order
-            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=step.input))
+            task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=added))
             if self.verbose:
-                print(f"Added user message to memory: {step.input}")
-            self._record(task, HumanReasoningStep(text=step.input))
+                print(f"Added user message to memory: {added}")
+            self._record(task, HumanReasoningStep(text=added))
         state["iterations"] = n + 1
         if state.get("current_reasoning") is not state["reasoning"]:  # e.g. after a load
             state["current_reasoning"] = state["reasoning"]
