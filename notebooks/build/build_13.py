@@ -81,7 +81,16 @@ print("final answer?", out.is_last)
 print("the model said:", out.output)
 """, tags=WORDS),
     md("""
-A hint helps a big model; a 135M one may still ignore the format. Take the step back again.
+Input given to a step never replaces the question: on the first step the model gets the
+question, then your hint after it, as two user messages (as on any later step):
+"""),
+    code("""
+asked = [m.text for m in task.scratch_memory.get_all() if m.role.value == "user"]
+print(len(asked), "user messages:", [text.splitlines()[0] for text in asked])
+"""),
+    md("""
+A hint helps a big model; a 135M one may still ignore it (on this machine it guessed
+again). Take the step back again.
 
 ## 3 · Retry with guard rails: a grammar
 
@@ -132,8 +141,10 @@ workshop can compare the branch that failed with the one that worked.
 
 A small model also writes malformed ReAct, or calls the same tool again and again. To see it
 every time, a grammar makes it write a tool call whose input is not JSON. Every such reply is
-a kept step, each parse error goes back to the model as an observation, and the run ends
-cleanly at `max_iterations`: the step stays queued, ready to be steered.
+a kept step and each parse error goes back to the model as an observation. At
+`max_iterations` the next step stops with `MaxIterationsError` before calling the model
+again: that step fails (the task's status reads `failed`), nothing it touched has changed,
+the kept steps stay, and the step is queued again, ready to be steered.
 """),
     code("""
 from nbagent.workers.react.worker import MaxIterationsError
