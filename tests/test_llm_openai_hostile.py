@@ -384,3 +384,25 @@ def test_a_lone_half_at_the_end_is_kept_exactly_in_memory_run_files_and_the_stor
     for path in (tmp_path / "run.json", tmp_path / "run.db"):
         loaded = AgentRunner.load(path)
         assert loaded.memory.get_all()[-1].content == text, path.name
+
+
+def test_every_kind_of_line_end_and_a_crlf_split_across_chunks() -> None:
+    def mixed(conn: socket.socket, request: Request) -> None:
+        words = [json.dumps(delta({"content": w})).encode() for w in ("one ", "two ", "three")]
+        body = [
+            b"data: " + words[0] + b"\r",  # CRLF, split between two chunks
+            b"\n\r\n: a comment\r\r",  # ...then a blank line; CR alone ends lines too
+            b"data: " + words[1] + b"\r\r",
+            b"event: message\nid: 7\nretry: 100\ndata: " + words[2] + b"\n\n",
+            b"data: " + json.dumps(finish()).encode() + b"\r\n\r\ndata: [DONE]",  # no blank line at the very end
+        ]
+        conn.sendall(SSE_HEAD)
+        for b in body:  # one read each: the client gets the CR and its LF apart
+            conn.sendall(chunk(b))
+            time.sleep(0.05)
+        conn.sendall(END)
+
+    with hostile(mixed) as server:
+        parts = list(llm_for(server).stream_chat(Q))
+    assert [p.delta for p in parts[:-1]] == ["one ", "two ", "three"]
+    assert parts[-1].message.content == "one two three"

@@ -176,6 +176,8 @@ class LocalLLM(OpenAILLM):
     slower than one. Defaults are reproducible (``temperature=0``, ``seed=0``) and bounded
     (``max_tokens=256``: a small model may repeat itself until the context is full).
     Use it as a context manager, or call ``close()``; it also stops at interpreter exit.
+    ``startup_timeout`` bounds the server's start (loading the model); ``timeout`` bounds each
+    whole call, as ``OpenAILLM``'s does (every retry and the whole reply).
     """
 
     def __init__(

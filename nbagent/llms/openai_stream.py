@@ -35,6 +35,7 @@ T = TypeVar("T")
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one server-sent event; a reply of any length streams in many
 _SHOWN = 200  # characters of an offending line shown in an error
 _FIELD = re.compile(r"^[A-Za-z0-9_-]*$")
+_EOL = re.compile(rb"\r\n|\r|\n")  # a line ends with any of the three (the SSE spec)
 
 
 class Deadline:
@@ -88,7 +89,7 @@ async def sse_events(body: AsyncIterator[bytes], server: str) -> AsyncIterator[t
 
     def line_of(raw: bytes) -> tuple[str, str] | None:
         nonlocal data, size, first
-        text = raw[:-1].decode("utf-8", "replace") if raw.endswith(b"\r") else raw.decode("utf-8", "replace")
+        text = raw.decode("utf-8", "replace")
         if not text:  # a blank line ends the event
             if not data:
                 return None
@@ -108,19 +109,24 @@ async def sse_events(body: AsyncIterator[bytes], server: str) -> AsyncIterator[t
                 raise malformed(server, first, f"one event longer than {MAX_EVENT_BYTES // 2**20} MiB")
         return None
 
+    after_cr = False  # a piece ended in CR: a LF starting the next one is the same line end
     async for piece in body:
-        start = 0
+        if not piece:
+            continue
+        start = 1 if after_cr and piece[:1] == b"\n" else 0
+        after_cr = False
         while True:
-            end = piece.find(b"\n", start)
-            if end < 0:
+            end = _EOL.search(piece, start)
+            if end is None:
                 pending += piece[start:]
                 if len(pending) > MAX_EVENT_BYTES:
                     raise malformed(server, bytes(pending[:_SHOWN]), f"a line longer than {MAX_EVENT_BYTES // 2**20} MiB")
                 break
-            pending += piece[start:end]
+            pending += piece[start : end.start()]
+            after_cr = end.group() == b"\r" and end.end() == len(piece)
             event = line_of(bytes(pending))
             pending.clear()
-            start = end + 1
+            start = end.end()
             if event is not None:
                 yield event
     if pending:
