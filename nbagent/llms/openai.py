@@ -301,7 +301,8 @@ class OpenAILLM(LLM):
         transport_error, read_timeout = _http_errors(http)
         server = self.public_base_url
         acc = StreamAccumulator(self.model, server)
-        events = sse_events(http.aiter_bytes(), server)
+        body = http.aiter_bytes()
+        events = sse_events(body, server)
         last: Any = None
         ended = False
         try:
@@ -331,8 +332,9 @@ class OpenAILLM(LLM):
             self._scrubbed(self._lost(http.request, acc.chunks, err), explain=False)
         except (openai.OpenAIError, MalformedReplyError) as err:
             self._scrubbed(err, explain=False)
-        finally:
+        finally:  # each generator closed here, on this loop (not left to the garbage collector)
             await events.aclose()
+            await body.aclose()
             await opening.__aexit__(None, None, None)
         if not ended and not acc.finished:
             self._scrubbed(acc.missing_end(), explain=False)
