@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbagent import _sync
+from nbagent._counts import counted
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse
 
@@ -529,9 +530,9 @@ class BatchRun:
         if self.started_at is None:
             state = "not started"
         return (
-            f"BatchRun({len(self.items)} tasks, {state}: {c['done']} done, {c['failed']} failed, "
+            f"BatchRun({counted(len(self.items), 'task')}, {state}: {c['done']} done, {c['failed']} failed, "
             f"{c['running']} running, {c['queued']} queued, {c['stopped']} stopped; "
-            f"{self.tokens} tokens, {self.elapsed_s:.2f} s)"
+            f"{counted(self.tokens, 'token')}, {self.elapsed_s:.2f} s)"
         )
 
     def widget(self, **kwargs: Any) -> Any:

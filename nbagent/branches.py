@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
+from nbagent._counts import counted
 from nbagent.events import StepEdited, StepUndone
 from nbagent.runner.state import StepStatus, TaskState
 from nbagent.schema import TaskStep, TaskStepOutput
@@ -58,7 +59,7 @@ class Branch:
     def __repr__(self) -> str:
         ids = " → ".join(s[:8] for s in self.step_ids)
         kind = "current" if self.current else "undone"
-        return f"Branch(#{self.index} {kind}, {len(self.step_ids)} steps: {ids})"
+        return f"Branch(#{self.index} {kind}, {counted(len(self.step_ids), 'step')}: {ids})"
 
 
 # ----- going back ------------------------------------------------------------------------------
@@ -495,7 +496,7 @@ def _labelled(label: str, text: str, cls: str = "") -> str:
 
 def _describe(b: Branch) -> str:
     kind = "current" if b.current else "undone"
-    return f"branch #{b.index} ({kind}, {len(b.step_ids)} steps, ends at {b.leaf[:8]})"
+    return f"branch #{b.index} ({kind}, {counted(len(b.step_ids), 'step')}, ends at {b.leaf[:8]})"
 
 
 def compare(runner: AgentRunner, task: TaskRef, a: BranchRef, b: BranchRef) -> BranchComparison:

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from nbagent._counts import counted
+
 if TYPE_CHECKING:
     from nbagent.messages import TokenUsage
     from nbagent.runner.base import AgentRunner
@@ -228,7 +230,7 @@ class Cost:
         return f"{text} (+{self.unpriced} unpriced)" if self.unpriced else text
 
     def __str__(self) -> str:
-        text = f"{self.total_tokens} tokens ({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
+        text = f"{counted(self.total_tokens, 'token')} ({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
         money = self.money
         return f"{text} · {money}" if money else text
 
@@ -293,7 +295,7 @@ class RunnerCost:
     spent: Cost = field(default_factory=Cost)
 
     def __str__(self) -> str:
-        return f"{len(self.tasks)} tasks: {self.total}"
+        return f"{counted(len(self.tasks), 'task')}: {self.total}"
 
 
 # ----- which runner owns an output (for views that get only the output) -------------------------

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbagent._counts import counted
 from nbagent.viz.escape import html_text, preview, safe_str, short_id
 
 if TYPE_CHECKING:
@@ -294,7 +295,7 @@ def _output_body(out: TaskStepOutput) -> list[str]:
         metrics.append(f"{out.latency_s:.2f} s")
     if out.usage is not None:
         u = out.usage
-        metrics.append(f"{u.total_tokens} tokens ({u.prompt_tokens} prompt + {u.completion_tokens} completion)")
+        metrics.append(f"{counted(u.total_tokens, 'token')} ({u.prompt_tokens} prompt + {u.completion_tokens} completion)")
     money = cost_label(out)
     if money:
         metrics.append(money)

@@ -107,7 +107,7 @@ def test_a_miss_names_the_request_the_cassette_and_how_to_record(tmp_path: Path)
     with pytest.raises(ReplayMissError) as err:
         agent.chat("what is 7*6?")
     text = str(err.value)
-    assert "'what is 7*6?'" in text and "1 messages" in text and "['add', 'mul']" in text
+    assert "'what is 7*6?'" in text and "1 message," in text and "['add', 'mul']" in text
     assert str(path) in text and "mode='auto'" in text and "mode='record'" in text
     # the first turn is replayed, then a question that was never asked: the closest recorded
     # request shares the first messages

@@ -147,7 +147,7 @@ def test_every_core_repr_is_a_scoped_card() -> None:
         "tool": ["add", "Add two numbers.", "the first <number>", '"required"', "return_direct"],
         "runner": ["AgentRunner", "PlanWorker", "finalized", "What is 1+2?"],
         "worker": ["PlanWorker"],
-        "llm": ["ScriptedLLM", "scripted", "0 of 1 replies used"],
+        "llm": ["ScriptedLLM", "scripted", "0 of 1 reply used"],
     }
     for name, obj in objects.items():
         page = obj._repr_html_()

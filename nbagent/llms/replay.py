@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+from nbagent._counts import counted
 from nbagent._files import atomic_write_text
 from nbagent.llms.base import LLM, ChatResponse, ToolChoice
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
@@ -323,9 +324,9 @@ class ReplayLLM(LLM):
         tools = summary["tools"]
         lines = [
             f"ReplayLLM has no recorded reply for this request in cassette {str(self.path)!r} "
-            f"(mode={self.mode!r}, {len(self._entries)} recorded requests):",
+            f"(mode={self.mode!r}, {counted(len(self._entries), 'recorded request')}):",
             f"  last user message: {summary['last_user_message']!r}",
-            f"  {summary['n_messages']} messages, the last one {summary['last_message']!r}",
+            f"  {counted(summary['n_messages'], 'message')}, the last one {summary['last_message']!r}",
             f"  tools: {tools}, tool_choice: {summary['tool_choice']!r}, model: {summary['model']!r}",
             f"  key: {key}",
         ]

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar, Union
 
 from nbagent import _sync
 from nbagent._compat import pop_callback_manager, warn_callback_manager
+from nbagent._counts import counted
 from nbagent.events import (
     Event,
     EventDispatcher,
@@ -954,7 +955,7 @@ class AgentRunner(BaseAgent):
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(worker={type(self.agent_worker).__name__}, "
-            f"tasks={len(self._tasks)}, memory={len(self.memory)} messages)"
+            f"tasks={len(self._tasks)}, memory={counted(len(self.memory), 'message')})"
         )
 
     def _repr_html_(self) -> str:

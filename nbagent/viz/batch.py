@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from nbagent._counts import counted
 from nbagent.viz.escape import html_text, preview, short_id
 
 if TYPE_CHECKING:
@@ -99,9 +100,9 @@ def status_line_html(batch: BatchRun) -> str:
     if batch.interrupted:
         state = "interrupted"
     facts = [
-        f"{len(batch)} tasks",
+        counted(len(batch), "task"),
         state,
-        f"{batch.tokens} tokens",
+        counted(batch.tokens, "token"),
     ]
     if batch.cost is not None:
         facts.append(_money(batch, batch.cost))
@@ -341,7 +342,7 @@ class BatchGrid:
         lines = [
             f"<b>#{item.index}</b> {_badge(item.status, item.status)} "
             f"task <code>{html_text(short_id(item.task_id) if item.task_id else '–')}</code> · "
-            f"{item.steps} steps · {item.total_tokens} tokens · {html_text(_money(self.batch, item.cost))} · "
+            f"{counted(item.steps, 'step')} · {counted(item.total_tokens, 'token')} · {html_text(_money(self.batch, item.cost))} · "
             f"{_seconds(item.latency_s)}"
             + (f" · on {html_text(item.worker)}" if item.worker else "")
             + (" · from the store" if item.resumed else ""),

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nbagent._counts import counted
 from nbagent._redact import redact_url
 from nbagent.costs import cost_label, runner_cost_label, task_cost_label
 from nbagent.mcp import tool_server
@@ -715,7 +716,7 @@ def llm_html(llm: Any) -> str:
             add(name, _attr(llm, name))
         replies = _attr(llm, "replies")
         if isinstance(replies, list):
-            add("script", f"{_attr(llm, 'position') or 0} of {len(replies)} replies used")
+            add("script", f"{_attr(llm, 'position') or 0} of {counted(len(replies), 'reply')} used")
         requests = _attr(llm, "requests")
         if isinstance(requests, list):
             add("requests seen", len(requests))
@@ -770,9 +771,9 @@ def runner_html(runner: AgentRunner) -> str:
         try:
             count: Any = memory.token_count
             tokens = int(count() if callable(count) else count)
-            mem = f"{len(memory)} messages · {tokens} tokens"
+            mem = f"{counted(len(memory), 'message')} · {counted(tokens, 'token')}"
         except Exception:  # noqa: BLE001
-            mem = f"{len(memory)} messages"
+            mem = counted(len(memory), "message")
         states = list(runner.tasks.values())
         head = (
             f'<div class="nb-head">{html_text(type(runner).__name__)} · '

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nbagent._counts import counted
 from nbagent.runner.state import StepStatus
 from nbagent.viz.dot import RANKDIRS, STATUS_COLORS, _attr_list, _render_label
 from nbagent.viz.escape import args_preview, clean, preview
@@ -137,7 +138,7 @@ def workflow_to_dot(workflow: Workflow, *, rankdir: str = "TB", max_label: int =
     events.sort(key=lambda c: {"start": 0, "stop": 2}.get(_event_kind(c), 1))
     ev_name = {cls: f"e{i}" for i, cls in enumerate(events)}
     title = [
-        (f"{clean(type(workflow).__name__)} · {len(specs)} steps · {len(events)} event types", "head"),
+        (f"{clean(type(workflow).__name__)} · {counted(len(specs), 'step')} · {counted(len(events), 'event type')}", "head"),
         ("boxes are steps, ellipses the events they take and return", "muted"),
     ]
     lines = _header("workflow", rankdir, title, wrap)

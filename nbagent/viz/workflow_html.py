@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from nbagent._counts import counted
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str
 from nbagent.viz.html import (
     _badge,
@@ -219,9 +220,9 @@ def workflow_html(workflow: Workflow) -> str:
             body += _kv([("timeout", html_text(timeout)),
                          ("max_iterations", html_text(getattr(workflow, "max_iterations", "")))])
             steps = _graph_block(workflow_to_dot(workflow), lambda: steps_fallback_html(workflow))
-            body += _details(f"{len(workflow.steps)} steps and the events between them", steps)
+            body += _details(f"{counted(len(workflow.steps), 'step')} and the events between them", steps)
         else:
-            head = f'<div class="nb-head">Workflow · {html_text(name)} · {len(workflow.steps)} steps</div>'
+            head = f'<div class="nb-head">Workflow · {html_text(name)} · {counted(len(workflow.steps), "step")}</div>'
             body = _graph_block(workflow_to_dot(workflow), lambda: steps_fallback_html(workflow))
             body += _kv([("timeout", html_text(timeout))])
         return _card("workflow", head + body)

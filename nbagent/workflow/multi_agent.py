@@ -20,6 +20,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nbagent._counts import counted
 from nbagent.llms.base import LLM
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
@@ -344,7 +345,7 @@ class AgentWorkflow(Workflow, PromptMixin):
         if done >= limit:
             raise MaxAgentIterationsError(
                 f"Max iterations of {limit} reached! Either something went wrong, or you can increase "
-                f"the max iterations with `.run(.., max_iterations=...)` (the agents took {done} steps "
+                f"the max iterations with `.run(.., max_iterations=...)` (the agents took {counted(done, 'step')} "
                 f"without an answer, max_iterations={limit}; check the agents' prompts and tools)"
             )
         memory: ChatMemoryBuffer = await ctx.get("memory")
