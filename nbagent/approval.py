@@ -6,14 +6,24 @@ does not run it: it queues the next step with an *approval record* in its ``step
 plain JSON, so undo (the step's state is snapshotted before it runs), save/load and the
 report keep it with no extra machinery::
 
-    {"calls": [{"call_id", "tool_name", "arguments", "needs_approval"}, ...],
+    {"calls": [{"call_id", "tool_id", "tool_name", "arguments", "needs_approval"}, ...],
      "decisions": {call_id: {"decision": "approved" | "rejected", "arguments", "reason",
                              "by", "at"}},
-     "log": [every decision in the order it was made, overridden ones included]}
+     "log": [every decision in the order it was made, overridden and withdrawn ones included]}
+
+``call_id`` is what a person decides on: unique for the task's whole life (undo, fork, goto,
+edit and load never make it name another call; see ``nbagent.calls``), and ``approve`` /
+``reject`` refuse an id that is not waiting now. ``tool_id`` is the model's own id for the
+call, kept for the transcript (the two differ only when the model reused an id).
 
 Calls that do not need approval but came in the same reply wait with the others, so the
 tool replies stay in the model's call order. A rejected call runs nothing; the model gets
 ``"Rejected by <who>: <reason>"`` as the call's result and can adapt.
+
+An approval is for one run of the call. Once the call ran, it is not run again without a
+person: a retry after a failure reuses its kept output (``nbagent.calls``), and undoing the
+step that ran it (``undo_step``, ``goto_step``, ``fork``) withdraws the approval, so running
+that step again waits for a new decision. A rejection stays (nothing ran).
 
 This module is below the runner (workers use it); the runner-side methods
 (``pending_approvals``, ``approve``, ``reject``) are in ``nbagent.runner.approvals``.
@@ -24,7 +34,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from pydantic import ValidationError
 
@@ -44,6 +54,8 @@ __all__ = [
     "decide",
     "split_decided",
     "rejection_output",
+    "withdraw_used",
+    "DecidedCall",
 ]
 
 APPROVAL_KEY = "approval"
@@ -51,6 +63,7 @@ APPROVAL_KEY = "approval"
 AWAITING_KEY = "awaiting_approval"
 APPROVED = "approved"
 REJECTED = "rejected"
+WITHDRAWN = "withdrawn"
 
 #: ``approve_tools=``: ``"all"``, ``None`` (only tools marked ``requires_approval``), a list of
 #: tool names, or ``fn(tool_name, arguments) -> bool``.
@@ -110,17 +123,25 @@ def needs_approval(
     return call.tool_name in policy
 
 
-def make_record(calls: Iterable[ToolSelection], flags: Iterable[bool]) -> dict[str, Any]:
-    """The approval record for the calls of one reply (``flags``: which need approval)."""
+def make_record(
+    calls: Iterable[ToolSelection], flags: Iterable[bool], ids: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The approval record for the calls of one reply (``flags``: which need approval;
+    ``ids``: the task-unique ids a person decides on, by default the calls' own)."""
+    calls = list(calls)
+    ids = [c.tool_id for c in calls] if ids is None else list(ids)
+    if len(ids) != len(calls) or len(set(ids)) != len(ids):
+        raise ValueError(f"an approval record needs one distinct id per call, got {ids} for {len(calls)} calls")
     return {
         "calls": [
             {
-                "call_id": c.tool_id,
+                "call_id": cid,
+                "tool_id": c.tool_id,
                 "tool_name": c.tool_name,
                 "arguments": dict(c.tool_kwargs),
                 "needs_approval": bool(f),
             }
-            for c, f in zip(calls, flags)
+            for c, f, cid in zip(calls, flags, ids)
         ],
         "decisions": {},
         "log": [],
@@ -226,9 +247,18 @@ def rejection_output(call: ToolSelection, entry: dict[str, Any]) -> ToolOutput:
     )
 
 
-def split_decided(step: TaskStep) -> tuple[list[ToolSelection], dict[str, ToolOutput]]:
-    """The step's calls in order (approved ones with their edited arguments) and, by call id,
-    the outputs standing in for the rejected ones. Raises while a call is undecided."""
+class DecidedCall(NamedTuple):
+    """One call of a decided step: its task-unique ``call_id``, the call to run (the model's
+    id, approved arguments) and, for a rejected call, the output standing in for it."""
+
+    call_id: str
+    call: ToolSelection
+    rejected: ToolOutput | None
+
+
+def split_decided(step: TaskStep) -> list[DecidedCall]:
+    """The step's calls in order (approved ones with their edited arguments), each with the
+    output standing in for it if it was rejected. Raises while a call is undecided."""
     rec = record_of(step)
     if rec is None:
         raise ValueError(f"step {step.step_id!r} has no approval record")
@@ -237,18 +267,33 @@ def split_decided(step: TaskStep) -> tuple[list[ToolSelection], dict[str, ToolOu
         raise RuntimeError(
             f"step {step.step_id!r} still waits for decisions on {[c['call_id'] for c in waiting]}"
         )
-    calls: list[ToolSelection] = []
-    rejected: dict[str, ToolOutput] = {}
+    out: list[DecidedCall] = []
     for c in rec["calls"]:
         entry = rec["decisions"].get(c["call_id"])
         args = c["arguments"]
         if entry is not None and entry["decision"] == APPROVED and entry.get("arguments") is not None:
             args = entry["arguments"]
-        sel = ToolSelection(tool_id=c["call_id"], tool_name=c["tool_name"], tool_kwargs=dict(args))
-        calls.append(sel)
-        if entry is not None and entry["decision"] == REJECTED:
-            rejected[c["call_id"]] = rejection_output(sel, entry)
-    return calls, rejected
+        sel = ToolSelection(
+            tool_id=c.get("tool_id") or c["call_id"], tool_name=c["tool_name"], tool_kwargs=dict(args)
+        )
+        rejected = rejection_output(sel, entry) if entry is not None and entry["decision"] == REJECTED else None
+        out.append(DecidedCall(c["call_id"], sel, rejected))
+    return out
+
+
+def withdraw_used(step: TaskStep, why: str) -> list[str]:
+    """Withdraw the approvals of ``step``'s calls (they were used: the calls ran), so the
+    step waits for a new decision; the log keeps them. Returns the call ids."""
+    rec = record_of(step)
+    if rec is None:
+        return []
+    used = [cid for cid, e in rec.get("decisions", {}).items() if e.get("decision") == APPROVED]
+    for cid in used:
+        del rec["decisions"][cid]
+        rec["log"].append(
+            {"call_id": cid, "decision": WITHDRAWN, "arguments": None, "reason": why, "by": "undo", "at": _now()}
+        )
+    return used
 
 
 def decisions_of(step: TaskStep) -> list[dict[str, Any]]:

@@ -123,7 +123,7 @@ def _plan_goto(state: TaskState, step_id: str, before: bool) -> tuple[TaskStep, 
 
 def _undo_n(runner: AgentRunner, state: TaskState, n: int) -> None:
     for _ in range(n):
-        undone = runner._undo_last(state)
+        undone = runner._take_back(state)
         runner._emit(StepUndone(state.task_id, step_id=undone.step_id))
 
 

@@ -156,12 +156,21 @@ class EventDispatcher:
 class StepContext:
     """What the runner knows about the step that is running now."""
 
-    __slots__ = ("task_id", "step_id", "dispatcher", "usage", "llm_calls", "llm_latency_s")
+    __slots__ = ("task_id", "step_id", "dispatcher", "usage", "llm_calls", "llm_latency_s", "journal", "issued")
 
-    def __init__(self, task_id: str, step_id: str, dispatcher: EventDispatcher) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        step_id: str,
+        dispatcher: EventDispatcher,
+        journal: dict[str, Any] | None = None,
+        issued: list[str] | None = None,
+    ) -> None:
         self.task_id = task_id
         self.step_id = step_id
         self.dispatcher = dispatcher
+        self.journal = journal  # the tool calls this step's attempts ran (nbagent.calls)
+        self.issued = issued  # the call ids this attempt issued (freed if it fails first)
         self.usage: TokenUsage | None = None
         self.llm_calls = 0
         self.llm_latency_s = 0.0

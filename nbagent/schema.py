@@ -92,6 +92,9 @@ class Task(BaseModel):
         default_factory=dict, description="Worker state carried across the task's steps."
     )
     _runner: Any = PrivateAttr(default=None)
+    # every tool-call id the task used (``nbagent.calls``): never rolled back, so no id names
+    # two calls; None until the first is issued or the runner rebuilds it after a load
+    _call_ids: set[str] | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from nbagent.messages import ToolOutput, ToolSelection
 
+# what the model is told when a function tool raises; acall_tool(error=...) sets it per agent
+_ERROR_TEXT: ContextVar[str] = ContextVar("nbagent_tool_error_text", default="Error: {type}: {error}")
+#: The journal entry of the tool call being started (``nbagent.calls``): a sync tool's thread
+#: reports to it when it starts and ends. None outside a runner's step.
+THREAD_CALL: ContextVar[Any] = ContextVar("nbagent_thread_call", default=None)
+
 __all__ = [
     "ToolMetadata",
     "FunctionTool",
@@ -280,8 +286,9 @@ class FunctionTool:
         A sync function runs in a worker thread (``in_thread``, default: the tool's
         ``sync_in_thread``, True): several calls made together (a model's parallel tool calls)
         overlap instead of queueing on the loop, and a tool that blocks does not block the
-        loop, so an interrupt or Stop rolls the step back at once (what the tool returns
-        later is dropped). Set ``tool.sync_in_thread = False`` for a function that must run
+        loop, so an interrupt or Stop rolls the step back at once; the thread runs on, and a
+        retry of the step takes what it returns instead of calling the tool again (see
+        ``nbagent.calls``). Set ``tool.sync_in_thread = False`` for a function that must run
         on the loop's thread.
         """
         if in_thread is None:
@@ -295,21 +302,45 @@ class FunctionTool:
             args = self._validate(kwargs)
         except ValidationError as e:
             return self._error(kwargs, _validation_message(self, e))
+        if in_thread and not self.is_async:
+            return await asyncio.to_thread(self._run_in_thread, kwargs, args)
         try:
             if self.is_async:
                 raw = await self.fn(**args)
-            elif in_thread:
-                raw = await asyncio.to_thread(self.fn, **args)
             else:
                 raw = self.fn(**args)
         except Exception as e:  # the model sees the error and may try again
-            return ToolOutput(
-                content=_ERROR_TEXT.get().format(type=type(e).__name__, error=e).strip(),
-                tool_name=self.name,
-                raw_input=kwargs,
-                is_error=True,
-            )
+            return self._raised(kwargs, e)
         return self._output(kwargs, raw)
+
+    def _raised(self, kwargs: dict[str, Any], error: Exception) -> ToolOutput:
+        return ToolOutput(
+            content=_ERROR_TEXT.get().format(type=type(error).__name__, error=error).strip(),
+            tool_name=self.name,
+            raw_input=kwargs,
+            is_error=True,
+        )
+
+    def _run_in_thread(self, kwargs: dict[str, Any], args: dict[str, Any]) -> ToolOutput:
+        """What a worker thread runs: the tool, then its output. The call's journal entry
+        (``THREAD_CALL``, set by ``nbagent.calls``) hears of it even if the step that started
+        the call was interrupted meanwhile, so a retry takes this output instead of running
+        the tool again."""
+        call = THREAD_CALL.get()
+        if call is not None and not call.begin():
+            raise asyncio.CancelledError("the step gave this call up before it started")
+        out: ToolOutput | None = None
+        try:
+            try:
+                raw = self.fn(**args)
+            except Exception as e:  # the model sees the error and may try again
+                out = self._raised(kwargs, e)
+            else:
+                out = self._output(kwargs, raw)
+            return out
+        finally:
+            if call is not None:
+                call.end(out)
 
     def call(self, **kwargs: Any) -> ToolOutput:
         from nbagent._sync import run_sync
@@ -445,8 +476,6 @@ async def acall_tool(
     return out
 
 
-# what the model is told when a function tool raises; acall_tool(error=...) sets it per agent
-_ERROR_TEXT: ContextVar[str] = ContextVar("nbagent_tool_error_text", default="Error: {type}: {error}")
 
 
 def call_tool(tools: dict[str, FunctionTool], selection: ToolSelection) -> ToolOutput:

@@ -142,11 +142,13 @@ def test_unknown_call_ids_and_bad_input_are_clear_errors() -> None:
     fs = Files()
     agent, _ = fc_agent(fs, [tool_call("delete_file", path="a.txt"), "ok"])
     task = agent.create_task("delete a")
-    with pytest.raises(ValueError, match="calls that can be decided: none"):
+    with pytest.raises(ValueError, match="no call of this task has that id. Calls that can be decided now: none"):
         agent.approve(task, "call_9")
     agent.run_step(task)
     (p,) = agent.pending_approvals(task)
-    with pytest.raises(ValueError, match=rf"no queued tool call 'nope'.*\['{p.call_id}'\]"):
+    with pytest.raises(
+        ValueError, match=rf"call 'nope' is not waiting.*decided now: \['{p.call_id}'\] \({p.call_id}: delete_file\(path='a.txt'\)\)"
+    ):
         agent.reject(task, "nope", reason="x")
     with pytest.raises(TypeError, match="reason must be a str"):
         agent.reject(task, p.call_id, reason=3)  # type: ignore[arg-type]

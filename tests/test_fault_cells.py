@@ -1,6 +1,9 @@
 """A fault matrix: every worker kind x every way a step can be stopped, each a cell that must
 hold: the task exactly as before the step (a full structural dump, same objects), nothing left
-running or claimed, and the retry then gives what an undisturbed step gives.
+running or claimed, and the retry then gives what an undisturbed step gives, with the tool
+run as many times as in an undisturbed step. The one thing a stopped step may leave is its
+``tool_journal``: when the fault came after the tool ran, the step keeps the tool's output
+and the retry uses it instead of running the tool again.
 
 Faults: an exception from the model, Ctrl-C in the model, a cancelled model call, Ctrl-C in a
 tool, Ctrl-C in an event listener after the step's output was recorded.
@@ -39,6 +42,7 @@ class Faults:
     def __init__(self) -> None:
         self.model: BaseException | None = None
         self.tool: BaseException | None = None
+        self.ran = 0  # tool calls that ran to their end
 
     def in_model(self) -> None:
         fault, self.model = self.model, None
@@ -59,6 +63,7 @@ def build(kind: str, faults: Faults) -> tuple[Any, Any]:
     def add(a: int, b: int) -> int:
         """Add two numbers."""
         faults.in_tool()
+        faults.ran += 1
         return a + b
 
     tool = FunctionTool.from_defaults(add)
@@ -131,24 +136,31 @@ def _setup(kind: str, fault: str) -> tuple[Any, Any, Faults]:
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_fault_cell_holds(kind: str, fault: str) -> None:
-    ref, ref_task, _ = _setup(kind, fault)
+    ref, ref_task, ref_faults = _setup(kind, fault)
+    ran = ref_faults.ran
     ref.run_step(ref_task)
-    want = dump(ref, ref_task.task_id)
+    want, want_runs = dump(ref, ref_task.task_id), ref_faults.ran - ran
 
     runner, task, faults = _setup(kind, fault)
     state = runner.state_of(task)
     before = dump(runner, task.task_id, identity=True)
-    n_failures = len(state.failures)
+    n_failures, ran = len(state.failures), faults.ran
     _fault(fault, faults, runner)
     with pytest.raises((ValueError, KeyboardInterrupt, asyncio.CancelledError)):
         runner.run_step(task)
     now = dump(runner, task.task_id, identity=True)
     now.pop("status")
+    journals = [st["state"].pop("tool_journal") for st in now["steps"].values() if "tool_journal" in st["state"]]
+    if faults.ran > ran:  # the tool ran before the fault: its output is kept, on that step only
+        assert len(journals) == 1 and [o[1]["content"] for o in journals[0]["outputs"].values()] == ["3"]
+    else:
+        assert journals == []
     assert now == {k: v for k, v in before.items() if k != "status"}, diff(before, now)
     assert not state.running and not txn.claims(runner)
     assert len(state.failures) == n_failures + 1
     runner.run_step(task)  # the retry works and does what an undisturbed step does
     assert dump(runner, task.task_id) == want, diff(want, dump(runner, task.task_id))
+    assert faults.ran - ran == want_runs, "the tool ran again on the retry"
     HELD.append(f"{kind} x {fault}")
 
 

@@ -6,8 +6,10 @@ before the call (same objects back in place, not copies), checks that nothing is
 running, and that the same call then works and gives what an uninterrupted call gives.
 
 An interrupted step is recorded as a failed attempt (``failures``; the panel shows it and
-offers a retry), so the failure log may grow by one ``KeyboardInterrupt`` record; nothing
-else may change.
+offers a retry), so the failure log may grow by one ``KeyboardInterrupt`` record. One other
+thing may be there: if the interrupt came after the step's tool call ran, the step keeps
+that call's output (its ``tool_journal``) and the retry reuses it instead of calling the tool
+again (what the tool did is not taken back by a rollback). Nothing else may change.
 """
 
 from __future__ import annotations
@@ -83,12 +85,23 @@ def _reference(done: int, call: Any) -> dict[str, Any]:
     return dump(ctx.runner, ctx.tid)
 
 
+def _take_journals(dumped: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool journals kept on the steps of a dump (taken out of it)."""
+    return [st["state"].pop("tool_journal") for st in dumped["steps"].values()
+            if isinstance(st["state"], dict) and "tool_journal" in st["state"]]
+
+
 def _check_task(call: Any, done: int) -> Any:
     want_after = _reference(done, call)
 
     def check(ctx: Ctx, before: dict[str, Any], where: str) -> None:
         state = ctx.runner.state_of(ctx.tid)
         now = dump(ctx.runner, ctx.tid, identity=True)
+        for journal in _take_journals(now):  # only for a call that ran, with what it returned
+            outputs = journal["outputs"]
+            assert len(outputs) == 1 and state.failures[ctx.failures :], journal
+            (out,) = outputs.values()
+            assert out[0] == "ToolOutput" and out[1]["tool_name"] == "add" and not out[1]["is_error"], out
         new = state.failures[ctx.failures :]
         assert len(new) <= 1 and all(f.error_type == "KeyboardInterrupt" for f in new), new
         status = now.pop("status")

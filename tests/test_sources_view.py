@@ -204,9 +204,8 @@ class _FailsAfterTheCall(ReActAgentWorker):
 
 
 def test_a_failing_step_changes_no_output_and_its_lost_view_stays_exact() -> None:
-    worker = _FailsAfterTheCall.from_tools(
-        [add, mul], llm=ScriptedLLM([act("add", 1, 1), act("add", 2, 2), act("mul", 3, 3)]), max_iterations=10
-    )
+    llm = ScriptedLLM([act("add", 1, 1), act("add", 2, 2), act("mul", 3, 3), act("mul", 4, 4)])
+    worker = _FailsAfterTheCall.from_tools([add, mul], llm=llm, max_iterations=10)
     worker.fail_next = False
     runner = AgentRunner(worker)
     task = runner.create_task("go")
@@ -214,11 +213,16 @@ def test_a_failing_step_changes_no_output_and_its_lost_view_stays_exact() -> Non
     worker.fail_next = True
     with pytest.raises(RuntimeError, match="boom"):
         runner.run_step(task)
-    assert [s.content for s in worker.lost] == ["2", "4"]
+    lost = worker.lost
+    assert [s.content for s in lost] == ["2", "4"]
     assert [s.content for s in task.extra_state["sources"]] == ["2"]  # rolled back
-    runner.run_step(task)  # the queued step runs again: the model's next reply
-    assert shown(runner, task) == [["2"], ["2", "9"]]
-    assert [s.content for s in worker.lost] == ["2", "4"]  # the cut did not reach it
+    # the queued step runs again: the call that ran is not run again, its output is reused
+    # (nbagent.calls), and the model is not asked again
+    runner.run_step(task)
+    assert shown(runner, task) == [["2"], ["2", "4"]] and len(llm.requests) == 2
+    runner.run_step(task)  # the log was cut to one item and grew again, twice
+    assert shown(runner, task) == [["2"], ["2", "4"], ["2", "4", "9"]]
+    assert [s.content for s in lost] == ["2", "4"]  # the cut did not reach the lost view
 
 
 # ----- save and load ----------------------------------------------------------------------

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nbagent import approval as _ap
+from nbagent import calls
 from nbagent.events import StepEdited
 from nbagent.runner.base import TaskStateError
-from nbagent.runner.state import TaskState
+from nbagent.runner.state import StepStatus, TaskState
 from nbagent.schema import TaskStep
 from nbagent.tools import FunctionTool
 
@@ -40,21 +41,62 @@ def pending_approvals(runner: AgentRunner, task: TaskRef) -> list[_ap.PendingCal
     return out
 
 
-def _find(state: TaskState, call_id: str) -> TaskStep:
-    for step in _waiting_steps(state):
-        rec = _ap.record_of(step)
-        assert rec is not None
-        if any(c["call_id"] == call_id and c.get("needs_approval") for c in rec["calls"]):
-            return step
-    known = [
-        c["call_id"]
-        for s in _waiting_steps(state)
-        for c in (_ap.record_of(s) or {}).get("calls", [])
+def _decidable(state: TaskState) -> list[tuple[TaskStep, dict[str, Any]]]:
+    """Every call of a queued step that a person may decide on now, in queue and call order."""
+    return [
+        (step, c)
+        for step in _waiting_steps(state)
+        for c in (_ap.record_of(step) or {}).get("calls", [])
         if c.get("needs_approval")
     ]
+
+
+def _call_text(name: Any, arguments: Any) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in arguments.items()) if isinstance(arguments, dict) else ""
+    return f"{name}({args})"
+
+
+def _seen_as(state: TaskState, call_id: str) -> str:
+    """What ``call_id`` named in the task, if anything: for the error refusing it."""
+    for step in state.steps.values():
+        for c in (_ap.record_of(step) or {}).get("calls", []):
+            if c.get("call_id") != call_id:
+                continue
+            what = f"it was {_call_text(c.get('tool_name'), c.get('arguments'))} in step {step.step_id!r}"
+            if step.step_id in state.undone_ids:
+                return f"{what}, which was undone (running again asks anew, with new call ids)"
+            if state.step_status(step.step_id) == StepStatus.DONE:
+                return f"{what}, which already ran"
+            if not c.get("needs_approval"):
+                return f"{what}; it needs no approval (it runs with the others)"
+            return what
+    undone = {id(o) for o in state.undone_outputs}
+    for out in (*state.completed_steps, *state.undone_outputs):
+        for t in out.tool_outputs or ():
+            if t.tool_call_id == call_id:
+                gone = "was undone" if id(out) in undone else "already ran"
+                return (
+                    f"it was {_call_text(t.tool_name, t.raw_input)} in step "
+                    f"{out.task_step.step_id!r}, which {gone}"
+                )
+    return "no call of this task has that id"
+
+
+def _find(state: TaskState, call_id: str) -> TaskStep:
+    """The queued step whose call ``call_id`` a person may decide now; anything else (an id
+    from before an undo, a call that ran, a typo) is refused, naming what it was and what
+    waits now."""
+    choices = _decidable(state)
+    for step, c in choices:
+        if c["call_id"] == call_id:
+            return step
+    waiting = "; ".join(f"{c['call_id']}: {_call_text(c['tool_name'], c['arguments'])}" for _, c in choices)
     raise ValueError(
-        f"no queued tool call {call_id!r} awaits approval in task {state.task_id!r}; "
-        f"calls that can be decided: {known or 'none'}"
+        f"call {call_id!r} is not waiting for a decision in task {state.task_id!r}: "
+        f"{_seen_as(state, call_id)}. Calls that can be decided now: "
+        f"{[c['call_id'] for _, c in choices] if choices else 'none'}"
+        + (f" ({waiting})" if waiting else "")
+        + "; use the ids runner.pending_approvals(task) lists"
     )
 
 
@@ -79,6 +121,13 @@ def _decide(
     rec = _ap.record_of(step)
     assert rec is not None
     name = next(c["tool_name"] for c in rec["calls"] if c["call_id"] == call_id)
+    ran = calls.journal_outputs(step).get(call_id)
+    if ran is not None:  # it ran in an attempt that failed later: what it did is done
+        raise TaskStateError(
+            f"call {call_id!r} ({name}) already ran in an attempt of step {step.step_id!r} that "
+            f"failed afterwards (it returned {ran.content[:80]!r}); its output is kept and the "
+            "step's retry uses it, so it cannot be decided again"
+        )
     entry = _ap.decide(step, call_id, decision, tool=_tool(runner, name), **kwargs)
     runner._emit(StepEdited(state.task_id, step_id=step.step_id, fields=("approval",)))
     return entry

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
-from nbagent import _sync
+from nbagent import _sync, calls
 from nbagent._compat import pop_callback_manager, warn_callback_manager
 from nbagent._counts import counted
 from nbagent.events import (
@@ -417,11 +417,14 @@ class AgentRunner(BaseAgent):
         state.complete(step, output, snap)
 
     def _undo_attempt(self, state: TaskState, att: txn.StepAttempt) -> None:
-        """Take back all an interrupted or failed attempt did, whatever line it reached."""
+        """Take back all an interrupted or failed attempt did, whatever line it reached; the
+        tool calls it ran stay recorded on the step (its journal), for the retry."""
         assert att.step is not None and att.snap is not None
         if att.output is not None and att.mark is not None:
             txn.undo_commit(state, att.step, att.output, att.snap, att.mark)
         self._roll_back(state, att.step, att.snap)
+        calls.keep_journal(att.step, att.journal)
+        calls.release_ids(att.step, state.task, att.issued, att.journal)
 
     def _abort_step(self, state: TaskState, att: txn.StepAttempt, error: BaseException) -> None:
         """The ``except`` of ``_astep``: roll the attempt back, record it as failed."""
@@ -438,6 +441,8 @@ class AgentRunner(BaseAgent):
             return  # another caller holds it: our commit was complete before we let it go
         try:
             if att.snap is None or step is None:
+                if step is not None:  # its journal was taken off it: put it back
+                    txn.retry(calls.keep_journal, step, att.journal)
                 return  # nothing changed yet (a bad step, a finalized task...)
             if att.output is not None and att.mark is not None:
                 if not txn.committed_on_top(state, att.output, att.mark):
@@ -476,10 +481,14 @@ class AgentRunner(BaseAgent):
                 raise TaskStateError(_busy(state))
             self._check_runnable(state)
             picked = att.step = self._pick_step(state, step)
+            task = state.task
+            if task._call_ids is None:  # a loaded task: the ids its run used stay used
+                calls.note_call_ids(task, state.scan_call_ids())
+            att.journal = calls.journal_of(picked)
+            calls.detach_journal(picked)  # the snapshot must not hold it (an undo to it neither)
             att.snap = self._snapshot_step(state, picked)
             self._take_step(state, picked, att.snap, input)
-            task = state.task
-            ctx = StepContext(task.task_id, picked.step_id, self.events)
+            ctx = StepContext(task.task_id, picked.step_id, self.events, att.journal, att.issued)
             att.ctx_token = _set_current(ctx)
             if self.events.active:
                 self.events.emit(StepStarted(task.task_id, step_id=picked.step_id, input=picked.input))
@@ -571,7 +580,7 @@ class AgentRunner(BaseAgent):
         state = self.state_of(task_id)
 
         def undo() -> TaskStep:
-            step = self._undo_last(state)
+            step = self._take_back(state)
             if input is not None:
                 step.input = input
             self._emit(StepUndone(state.task_id, step_id=step.step_id))
@@ -679,6 +688,16 @@ class AgentRunner(BaseAgent):
         """Take back the last completed step (no checks, no event); return it."""
         _, snap = state.undo()
         return state.steps[snap.step_id]
+
+    def _take_back(self, state: TaskState) -> TaskStep:
+        """Undo the last completed step (``undo_step``, ``goto_step``, ``fork``): the approvals
+        its calls ran with are used up, so running it again waits for a new decision."""
+        from nbagent.approval import withdraw_used
+
+        step = self._undo_last(state)
+        if withdraw_used(step, "the step that ran the call was undone; running it again needs a new decision"):
+            self._emit(StepEdited(state.task_id, step_id=step.step_id, fields=("approval",)))
+        return step
 
     def abandon_task(self, task_id: TaskRef) -> None:
         """Give up on a task: nothing it did reaches the runner's memory."""

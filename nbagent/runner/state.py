@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from nbagent.approval import is_awaiting
+from nbagent.calls import scan_call_ids
 from nbagent.memory import MemorySnapshot
 from nbagent.runner.snapshot import restore_dict, snapshot_dict
 from nbagent.schema import Task, TaskStep, TaskStepOutput
@@ -196,6 +197,16 @@ class TaskState:
             if pid != step_id and out is not None and any(s.step_id == nxt.step_id for s in out.next_steps):
                 return True
         return False
+
+    def scan_call_ids(self) -> set[str]:
+        """Every tool-call id this task's run holds (see ``nbagent.calls``)."""
+        steps = {id(s): s for s in (*self.steps.values(), *self.step_queue)}
+        outputs = (*self.completed_steps, *self.outputs.values(), *self.undone_outputs)
+        for out in outputs:
+            steps.setdefault(id(out.task_step), out.task_step)
+            for nxt in out.next_steps:
+                steps.setdefault(id(nxt), nxt)
+        return scan_call_ids(steps.values(), outputs)
 
     def register(self, step: TaskStep) -> None:
         if step.task_id != self.task.task_id:

@@ -8,7 +8,9 @@ make such a call leave the task exactly as it was:
   step (its queue, input, extra state, step state, scratch memory), a ``CommitMark`` before
   the step's output is recorded, a ``Checkpoint`` of the whole task for undo, goto and fork.
 - Everything from there to the call's last line sits in one ``try``; the ``except`` puts the
-  recorded state back and re-raises. Every restore is idempotent (it sets values, it does
+  recorded state back and re-raises. Only what the world saw stays: the tool calls the
+  attempt ran (its journal, ``nbagent.calls``) go back on the step, and the retry reuses
+  their outputs instead of running them again. Every restore is idempotent (it sets values, it does
   not apply deltas), so ``retry`` can run it again if another interrupt lands inside it.
 - A task is busy while a caller holds its claim (``claim``): a token set with one atomic
   ``dict.setdefault``, so two threads (or the panel's background run and a cell) never both
@@ -115,11 +117,15 @@ class CommitMark:
 class StepAttempt:
     """One call's progress through a step, for rolling back exactly what it did."""
 
-    __slots__ = ("claim", "step", "snap", "output", "mark", "ctx_token")
+    __slots__ = ("claim", "step", "journal", "issued", "snap", "output", "mark", "ctx_token")
 
     def __init__(self) -> None:
         self.claim: Claim | None = None  # set: this call may hold the task's claim
         self.step: TaskStep | None = None
+        # the step's tool-call journal, taken off it for this attempt (nbagent.calls): what
+        # no rollback takes back goes back on the step when the attempt fails
+        self.journal: dict[str, Any] | None = None
+        self.issued: list[str] = []  # the call ids the attempt issued (freed again if it fails)
         self.snap: StepSnapshot | None = None  # set: the step may have been taken
         self.output: TaskStepOutput | None = None
         self.mark: CommitMark | None = None  # set: the output may have been (partly) recorded

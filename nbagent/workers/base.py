@@ -21,16 +21,22 @@ if TYPE_CHECKING:
 __all__ = ["BaseAgentWorker", "EmptyResponseError", "person_input"]
 
 
-def person_input(step: TaskStep, task: Task, first: bool) -> str | None:
+_STEP_INPUT: Any = object()
+
+
+def person_input(step: TaskStep, task: Task, first: bool, *, text: Any = _STEP_INPUT) -> str | None:
     """What a person gave as this step's input, to go to the model after what it has seen.
 
     A task's first step carries the question as its input (the reference's convention), so
     there only an input other than the question is the person's: it goes after the question,
-    never in its place (``run_step(task, input=...)`` on a new task).
+    never in its place (``run_step(task, input=...)`` on a new task). ``text``: the input to
+    judge instead of ``step.input`` (a retry acting on an earlier attempt's reply passes the
+    input that reply answered; see ``nbagent.calls``).
     """
-    if step.input is None or (first and step.input == task.input):
+    given = step.input if text is _STEP_INPUT else text
+    if given is None or (first and given == task.input):
         return None
-    return step.input
+    return given  # type: ignore[no-any-return]
 
 
 class EmptyResponseError(ValueError):

@@ -31,7 +31,6 @@ Rules worth knowing (each is tested):
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
@@ -39,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from nbagent import approval, structured
+from nbagent import calls as calls_
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
@@ -63,6 +63,7 @@ CALLS_KEY = "function_calls"
 #: Metadata key listing tool calls a reply asked for that were not run (see module docstring).
 UNEXECUTED_KEY = "unexecuted_tool_calls"
 _FIRST = "is_first"
+_SAME: Any = object()  # ``_prepare``'s default input: the step's own
 _CHOICE_KEYWORDS = ("auto", "none", "required")
 
 
@@ -190,14 +191,21 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
     async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         if approval.record_of(step) is not None:
             return await self._run_decided(step, task)
+        resumed = calls_.journaled_reply(calls_.current_journal())
+        if resumed is not None:  # an earlier attempt ran calls of this reply: act on it again
+            tools, _, _ = await self._prepare(step, task, kwargs.get("tool_choice"), given=resumed.input)
+            return await self._handle_reply(step, task, tools, resumed.reply, resumed=resumed)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
         offered, choice, extra = self._typed_request(tools, messages, choice)
         response: ChatResponse = await self.llm.achat(messages, tools=offered, tool_choice=choice, **extra)
         return await self._handle_reply(step, task, tools, response.message)
 
     async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
-        if approval.record_of(step) is not None or self.output_cls is not None:
-            # a typed answer is validated whole before anyone sees it: no token stream
+        if (
+            approval.record_of(step) is not None
+            or self.output_cls is not None  # a typed answer is validated whole: no token stream
+            or calls_.journaled_reply(calls_.current_journal()) is not None
+        ):
             return await self.arun_step(step, task, **kwargs)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
         stream = aiter(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
@@ -219,9 +227,12 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
 
     # ----- internals ---------------------------------------------------------------------
     async def _prepare(
-        self, step: TaskStep, task: Task, tool_choice: Any
+        self, step: TaskStep, task: Task, tool_choice: Any, given: Any = _SAME
     ) -> tuple[list[FunctionTool], list[ChatMessage], Any]:
-        """Record this step's user input, pick the tools and the tool choice, build the request."""
+        """Record this step's user input, pick the tools and the tool choice, build the request.
+
+        ``given``: the step input an earlier attempt's reply answered (a retry acting on it)."""
+        text_in = step.input if given is _SAME else given
         state = task.extra_state
         if SOURCES_KEY not in state or CALLS_KEY not in state:
             raise RuntimeError(
@@ -233,7 +244,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         if self.max_function_calls is not None and state[CALLS_KEY] >= self.max_function_calls:
             choice = "none" if tools else None  # the budget is spent: the model must answer
         first = bool(step.step_state.get(_FIRST))
-        added = person_input(step, task, first)
+        added = person_input(step, task, first, text=text_in)
         for text in ([task.input] if first else []) + ([added] if added is not None else []):
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=text))
             if self.verbose:  # the reference's words
@@ -343,9 +354,17 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         return max(0, self.max_function_calls - int(task.extra_state[CALLS_KEY]))
 
     async def _handle_reply(
-        self, step: TaskStep, task: Task, tools: list[FunctionTool], reply: ChatMessage
+        self,
+        step: TaskStep,
+        task: Task,
+        tools: list[FunctionTool],
+        reply: ChatMessage,
+        resumed: calls_.Resumed | None = None,
     ) -> TaskStepOutput:
-        """Turn one whole reply into the step's output: run its tool calls, or answer."""
+        """Turn one whole reply into the step's output: run its tool calls, or answer.
+
+        ``resumed``: the reply is an earlier attempt's, some of whose calls ran (their kept
+        outputs are reused; input given to the retry goes to the model next)."""
         if not self.allow_parallel_tool_calls and len(reply.tool_calls) > 1:
             # one call per reply, as the reference's models enforce it (force_single_tool_call;
             # its worker raises for a model that does not) and as FunctionAgent does
@@ -394,33 +413,45 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             return TaskStepOutput(output=answer, task_step=step, is_last=True)
 
         task.scratch_memory.put(_as_assistant(reply))
+        # the ids a person decides on: unique in the task, the model's own where it can be
+        ids = list(resumed.ids) if resumed is not None and len(resumed.ids) == len(calls) else [
+            calls_.issue_call_id(task, c.tool_id) for c in calls
+        ]
+        kept = {cid: out for cid in ids if (out := calls_.kept_output(cid)) is not None}
         policy = approval.policy_of(task)
         by_name = tools_by_name(tools)
-        flags = [approval.needs_approval(by_name.get(c.tool_name), c, policy) for c in calls]
+        flags = [
+            cid not in kept and approval.needs_approval(by_name.get(c.tool_name), c, policy)
+            for c, cid in zip(calls, ids)
+        ]
         if any(flags):  # nothing runs until a person decides; the next step runs the calls
-            waiting = step.get_next_step(
-                step_state={approval.APPROVAL_KEY: approval.make_record(calls, flags)}
-            )
+            state: dict[str, Any] = {approval.APPROVAL_KEY: approval.make_record(calls, flags, ids)}
+            if kept:  # calls that ran before this step failed once: their outputs go along
+                state[calls_.JOURNAL_KEY] = {"outputs": kept}
+            waiting = step.get_next_step(step_state=state)
             names = [c.tool_name for c, f in zip(calls, flags) if f]
             if self.verbose:
                 print(f"=== Awaiting approval ===\n{names}")
             note = AgentChatResponse(
-                response=text, metadata={approval.AWAITING_KEY: [c.tool_id for c, f in zip(calls, flags) if f]}
+                response=text, metadata={approval.AWAITING_KEY: [cid for cid, f in zip(ids, flags) if f]}
             )
             return TaskStepOutput(
                 output=note, task_step=step, next_steps=[waiting], is_last=False, reasoning=text or None
             )
-        outputs = await self._run_calls(task, tools, calls)
-        return self._after_calls(step, task, tools, calls, outputs, text)
+        calls_.remember_reply(calls_.current_journal(), reply, ids, step.input)
+        outputs = await self._run_calls(task, tools, calls, ids)
+        carry = step.input if resumed is not None and step.input != resumed.input else None
+        return self._after_calls(step, task, tools, calls, outputs, text, carry_input=carry)
 
     async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
         """Run the calls of a reply once a person decided: approved ones (with edited
         arguments), the others of the reply; rejected ones answer with the reason."""
         tools = await self.aget_tools(task.input)
-        calls, rejected = approval.split_decided(step)
-        ran = iter(await self._run_calls(task, tools, [c for c in calls if c.tool_id not in rejected]))
-        outputs = [rejected[c.tool_id] if c.tool_id in rejected else next(ran) for c in calls]
-        return self._after_calls(step, task, tools, calls, outputs, "", carry_input=step.input)
+        decided = approval.split_decided(step)
+        to_run = [d for d in decided if d.rejected is None]
+        ran = iter(await self._run_calls(task, tools, [d.call for d in to_run], [d.call_id for d in to_run]))
+        outputs = [d.rejected if d.rejected is not None else next(ran) for d in decided]
+        return self._after_calls(step, task, tools, [d.call for d in decided], outputs, "", carry_input=step.input)
 
     def _after_calls(
         self,
@@ -475,18 +506,21 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         )
 
     async def _run_calls(
-        self, task: Task, tools: list[FunctionTool], calls: list[ToolSelection]
+        self, task: Task, tools: list[FunctionTool], calls: list[ToolSelection], ids: list[str]
     ) -> list[ToolOutput]:
-        """Run the calls within the budget (concurrently unless told not to), in call order."""
+        """Run the calls within the budget (concurrently unless told not to), in call order;
+        each at most once in the step (``ids``: their task-unique ids, see ``nbagent.calls``)."""
         by_name = tools_by_name(tools)
         left = self._budget_left(task)
         runnable = calls if left is None else calls[:left]
-        if self.allow_parallel_tool_calls and len(runnable) > 1:
-            # sync tools go to threads so that they overlap like async ones
-            calls_now = (acall_tool(by_name, c, in_thread=True, missing=_MISSING_TOOL, error=_TOOL_ERROR) for c in runnable)
-            outputs = list(await asyncio.gather(*calls_now))
-        else:
-            outputs = [await acall_tool(by_name, c, missing=_MISSING_TOOL, error=_TOOL_ERROR) for c in runnable]
+        # sync tools go to threads when several run together, so that they overlap like async ones
+        together = self.allow_parallel_tool_calls and len(runnable) > 1
+        in_thread = True if together else None
+
+        def run(c: ToolSelection) -> Callable[[], Any]:
+            return lambda: acall_tool(by_name, c, in_thread=in_thread, missing=_MISSING_TOOL, error=_TOOL_ERROR)
+
+        outputs = await calls_.run_calls([(cid, c.tool_id, run(c)) for c, cid in zip(runnable, ids)], together)
         for call in calls[len(runnable) :]:
             outputs.append(
                 ToolOutput(

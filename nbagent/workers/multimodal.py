@@ -346,7 +346,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
         task.extra_state["image_docs"] = docs
         return step
 
-    def _begin(self, step: TaskStep, task: Task) -> tuple[list[FunctionTool], list[ChatMessage]]:
+    def _begin(self, step: TaskStep, task: Task, **resume: Any) -> tuple[list[FunctionTool], list[ChatMessage]]:
         """As ReAct; on the first step the user's message also carries the images."""
         first = int(task.extra_state.get("iterations", 0)) == 0
         if first and "image_docs" not in task.extra_state:
@@ -356,7 +356,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             )
         make = self.generate_chat_message_fn
         parts = image_parts(task.extra_state["image_docs"], self.image_detail) if first and make is None else []
-        tools, messages = super()._begin(step, task)
+        tools, messages = super()._begin(step, task, **resume)
         if first:
             question = task.scratch_memory.get_all()[0]  # a person's input may follow it
             assert question.role == MessageRole.USER
@@ -378,10 +378,10 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
         return tools, messages
 
     async def _finish_step(
-        self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool]
+        self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool], resumed: Any = None
     ) -> TaskStepOutput:
         """As ReAct; images a tool returned (an MCP tool's, say) go with its observation."""
-        out = await super()._finish_step(text, step, task, tools)
+        out = await super()._finish_step(text, step, task, tools, resumed)
         images = [doc for t in out.tool_outputs or [] for doc in tool_output_images(t)]
         if images and not out.is_last:
             observation = task.extra_state["reasoning_messages"][-1]  # recorded by this step

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nbagent import approval
+from nbagent import approval, calls
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
@@ -312,9 +312,9 @@ class PlannerAgentWorker(BaseAgentWorker):
                 # with nothing to wait for would hold it)
                 is_ready=not call.deps,
             )
-            sel = ToolSelection(
-                tool_id=f"plan{rnd + 1}_{call.index}", tool_name=call.tool, tool_kwargs=call.args
-            )
+            call_id = calls.issue_call_id(task, f"plan{rnd + 1}_{call.index}")  # unique in the task
+            steps[call.index].step_state["call_id"] = call_id
+            sel = ToolSelection(tool_id=call_id, tool_name=call.tool, tool_kwargs=call.args)
             if approval.needs_approval(self._tools_by_name.get(call.tool), sel, policy):
                 # the call step waits for a person; $N in its arguments are filled when it runs
                 steps[call.index].step_state[approval.APPROVAL_KEY] = approval.make_record([sel], [True])
@@ -347,12 +347,12 @@ class PlannerAgentWorker(BaseAgentWorker):
                 results[int(ps["index"])] = ps.get("value", ps["content"])
                 if ps.get("is_error"):
                     failed.append(int(ps["index"]))
-        call_id = f"plan{int(own.get('round', 0)) + 1}_{index}"
+        call_id = own.get("call_id") or f"plan{int(own.get('round', 0)) + 1}_{index}"  # older runs
         args = own.get("args", {})
         rejected: ToolOutput | None = None
         if approval.record_of(step) is not None:
-            (decided,), no = approval.split_decided(step)
-            args, rejected = decided.tool_kwargs, no.get(decided.tool_id)
+            ((_, decided, rejected),) = approval.split_decided(step)
+            args = decided.tool_kwargs
         if rejected is not None:
             out = rejected
         elif failed:
@@ -372,10 +372,15 @@ class PlannerAgentWorker(BaseAgentWorker):
                     f"call {index} ({tool_name}) needs the result of ${missing.args[0]}, which is not "
                     "among its previous steps; was the plan's DAG edited?"
                 ) from None
-            out = await acall_tool(
-                self._tools_by_name,
-                ToolSelection(tool_id=call_id, tool_name=str(tool_name), tool_kwargs=kwargs),
-                in_thread=True,  # calls of one plan run in parallel, sync tools included
+            selection = ToolSelection(tool_id=call_id, tool_name=str(tool_name), tool_kwargs=kwargs)
+            out = await calls.run_call(  # at most once in this step, retries included
+                call_id,
+                call_id,
+                lambda: acall_tool(
+                    self._tools_by_name,
+                    selection,
+                    in_thread=True,  # calls of one plan run in parallel, sync tools included
+                ),
             )
         own["content"] = out.content
         own["value"] = out.raw_output if _json_value(out.raw_output) and out.raw_output is not None else out.content

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from nbagent import approval, structured
+from nbagent import approval, calls, structured
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
@@ -54,6 +54,13 @@ _MISSING_TOOL = "Error: No such tool named `{name}`."  # the reference's words
 _TOOL_ERROR = "Error: {error} ({type})"  # the reference's words, then the exception's type
 _PINK, _BLUE = "38;5;200", "34"  # the reference's print_text colours
 _STATE_KEYS = ("reasoning", "reasoning_messages", "reasoning_tokens", "sources", "iterations")
+
+
+class _Same:
+    """``_begin``'s default: the step's own input."""
+
+
+_SAME = _Same()
 
 
 def _sources_so_far(task: Task) -> Sequence[ToolOutput]:
@@ -185,14 +192,21 @@ class ReActAgentWorker(BaseAgentWorker):
         """One model call and, if it asks for one, one tool call."""
         if approval.record_of(step) is not None:
             return await self._run_decided(step, task)
+        resumed = calls.journaled_reply(calls.current_journal())
+        if resumed is not None:  # an earlier attempt ran the call: act on that reply again
+            tools, _ = self._begin(step, task, given=resumed.input)
+            return await self._finish_step(resumed.reply, step, task, tools, resumed)
         tools, messages = self._begin(step, task)
         response = await self.llm.achat(messages)
         return await self._finish_step(response.message.text, step, task, tools)
 
     async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         """Like ``arun_step``, but an answer is streamed from the moment ``Answer:`` arrives."""
-        if approval.record_of(step) is not None or self.output_cls is not None:
-            # a typed answer is validated whole before anyone sees it: no token stream
+        if (
+            approval.record_of(step) is not None
+            or self.output_cls is not None  # a typed answer is validated whole: no token stream
+            or calls.journaled_reply(calls.current_journal()) is not None
+        ):
             return await self.arun_step(step, task, **kwargs)
         tools, messages = self._begin(step, task)
         stream = self.llm.astream_chat(messages)
@@ -216,8 +230,15 @@ class ReActAgentWorker(BaseAgentWorker):
         """Nothing to do: the runner merges ``scratch_memory``; the reasoning stays viewable."""
 
     # ----- internals ---------------------------------------------------------------------
-    def _begin(self, step: TaskStep, task: Task) -> tuple[list[FunctionTool], list[ChatMessage]]:
-        """Check the limit, record the user's input, count the call, build the prompt."""
+    def _begin(
+        self, step: TaskStep, task: Task, given: str | None | _Same = _SAME
+    ) -> tuple[list[FunctionTool], list[ChatMessage]]:
+        """Check the limit, record the user's input, count the call, build the prompt.
+
+        ``given``: the step input the reply answered, when a retry acts on an earlier
+        attempt's reply (new input given to the retry then goes to the next step)."""
+        resuming = given is not _SAME
+        text_in = step.input if given is _SAME else given
         state = task.extra_state
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
@@ -236,7 +257,7 @@ class ReActAgentWorker(BaseAgentWorker):
             )
         if n == 0:  # the question, always first
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=task.input))
-        added = person_input(step, task, first=n == 0)
+        added = person_input(step, task, first=n == 0, text=text_in)
         if added is not None:  # human input injected by run_step(task, input=...)
             # in memory for the transcript; in the reasoning so the prompt shows it in order
             task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=added))
@@ -247,6 +268,8 @@ class ReActAgentWorker(BaseAgentWorker):
         if state.get("current_reasoning") is not state["reasoning"]:  # e.g. after a load
             state["current_reasoning"] = state["reasoning"]
         tools = self.get_tools(task.input)
+        if resuming:
+            return tools, []  # the reply is there already: no prompt to build
         messages = self.formatter.format_window(
             tools,
             task.memory.get(input=task.input),
@@ -280,9 +303,11 @@ class ReActAgentWorker(BaseAgentWorker):
         return [step.get_next_step(input=None)]
 
     async def _finish_step(
-        self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool]
+        self, text: str, step: TaskStep, task: Task, tools: list[FunctionTool], resumed: calls.Resumed | None = None
     ) -> TaskStepOutput:
-        """Act on a complete reply: answer, call the tool, or report the parse error."""
+        """Act on a complete reply: answer, call the tool, or report the parse error.
+
+        ``resumed``: the reply is an earlier attempt's, whose call ran (its output is reused)."""
         if not text.strip():
             raise EmptyResponseError(
                 f"the model returned an empty message (step {step.step_id!r} of task "
@@ -310,9 +335,14 @@ class ReActAgentWorker(BaseAgentWorker):
         name = resolve_tool_name(parsed.action, by_name)  # "_add_" may be emphasis, or the tool's own name
         if name != parsed.action:
             parsed = parsed.model_copy(update={"action": name})
-        call_id = f"react_{task.extra_state['iterations']}"
+        if resumed is not None and resumed.ids:
+            call_id = resumed.ids[0]
+        else:  # unique for the task's life: an undo and a re-run never reuse it
+            call_id = calls.issue_call_id(task, f"react_{task.extra_state['iterations']}")
         call = ToolSelection(tool_id=call_id, tool_name=parsed.action, tool_kwargs=parsed.action_input)
-        if approval.needs_approval(by_name.get(parsed.action), call, approval.policy_of(task)):
+        if calls.kept_output(call_id) is None and approval.needs_approval(
+            by_name.get(parsed.action), call, approval.policy_of(task)
+        ):
             # the action waits for a person; the next step runs it (or reports the rejection)
             rec = approval.make_record([call], [True])
             rec["thought"] = parsed.thought
@@ -323,19 +353,27 @@ class ReActAgentWorker(BaseAgentWorker):
                 is_last=False,
                 reasoning=parsed.thought or None,
             )
-        out: ToolOutput = await acall_tool(by_name, call, missing=_MISSING_TOOL, error=_TOOL_ERROR)
-        return self._after_call(parsed.thought, out, step, task, by_name)
+        calls.remember_reply(calls.current_journal(), text, [call_id], step.input)
+        out: ToolOutput = await calls.run_call(
+            call_id, call_id, lambda: acall_tool(by_name, call, missing=_MISSING_TOOL, error=_TOOL_ERROR)
+        )
+        result = self._after_call(parsed.thought, out, step, task, by_name)
+        if resumed is not None and step.input != resumed.input and result.next_steps:
+            result.next_steps[0].input = step.input  # input given to the retry goes to the model next
+        return result
 
     async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
         """Run the action a person approved (maybe with edited input), or tell the model it
         was rejected and why."""
         tools = self.get_tools(task.input)
         by_name = self._tools_by_name if tools is self.tools else tools_by_name(tools)
-        (call,), rejected = approval.split_decided(step)
-        if call.tool_id in rejected:
-            out = rejected[call.tool_id]
+        ((call_id, call, rejected),) = approval.split_decided(step)
+        if rejected is not None:
+            out = rejected
         else:
-            out = await acall_tool(by_name, call, missing=_MISSING_TOOL, error=_TOOL_ERROR)
+            out = await calls.run_call(
+                call_id, call.tool_id, lambda: acall_tool(by_name, call, missing=_MISSING_TOOL, error=_TOOL_ERROR)
+            )
         thought = str((approval.record_of(step) or {}).get("thought") or "")
         result = self._after_call(thought, out, step, task, by_name)
         if step.input is not None and result.next_steps:  # input given here goes to the model next
