@@ -143,18 +143,27 @@ def scan_call_ids(steps: Iterable[TaskStep], outputs: Iterable[TaskStepOutput]) 
 
 class _ThreadCall:
     """A sync tool's call in a worker thread: whether it started, and its output once the
-    thread ends (also after the step that started it was interrupted).
+    thread ends. If the step gave the call up while its thread ran (an interrupt, Stop), the
+    thread puts the output in the journal itself when it ends, so a save or a retry after
+    that finds it.
 
     No lock (an interrupt landing on a ``with lock:`` exit would leave it held; see
     ``nbagent.runner.txn``): who comes first, the thread starting or the step giving the
     call up, is settled by one atomic ``dict.setdefault``."""
 
-    __slots__ = ("first", "output", "ended")
+    __slots__ = ("first", "output", "ended", "gone", "outputs", "call_id", "tool_call_id", "where")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, outputs: dict[str, Any], call_id: str, tool_call_id: str | None, where: tuple[str, str]
+    ) -> None:
+        self.where = where
         self.first: dict[str, str] = {}
         self.output: ToolOutput | None = None
         self.ended = threading.Event()
+        self.gone = False  # the step gave the call up while its thread ran
+        self.outputs = outputs
+        self.call_id = call_id
+        self.tool_call_id = tool_call_id
 
     def begin(self) -> bool:
         """Called by the thread before the tool runs: False if the step gave up on it first."""
@@ -163,11 +172,18 @@ class _ThreadCall:
     def end(self, output: ToolOutput | None) -> None:
         """Called by the thread when the tool returned (``output``) or raised past it (None)."""
         self.output = output
+        if self.gone:
+            if output is not None:
+                output.tool_call_id = self.tool_call_id
+                self.outputs.setdefault(self.call_id, output)
+            _forget_outlived(self.where, self.call_id)
         self.ended.set()
 
     def abandon(self) -> bool:
         """The step gave up on the call: True if its thread had started (it runs to its end)."""
-        return self.first.setdefault("who", "abandoned") == "thread"
+        started = self.first.setdefault("who", "abandoned") == "thread"
+        self.gone = started
+        return started
 
 
 # calls whose thread outlived an interrupted attempt: (task id, step id) -> {call id: call}
@@ -251,21 +267,31 @@ def kept_output(call_id: str) -> ToolOutput | None:
     return outs.get(call_id) if isinstance(outs, dict) else None
 
 
-async def run_call(call_id: str, tool_call_id: str | None, run: Callable[[], Awaitable[ToolOutput]]) -> ToolOutput:
+async def run_call(
+    call_id: str,
+    tool_call_id: str | None,
+    run: Callable[[], Awaitable[ToolOutput]],
+    *,
+    journal: dict[str, Any] | None = None,
+    where: tuple[str, str] | None = None,
+) -> ToolOutput:
     """Run one call of the running step at most once: the kept output if an earlier attempt
     finished it, else ``run()``, whose output is kept as soon as it is there, also when the
     step is interrupted right after.
 
-    ``tool_call_id`` is what the output carries (the model's id, for the transcript)."""
-    journal = current_journal()
-    ctx = current_step()
-    if journal is None or ctx is None:
-        return await run()
+    ``tool_call_id`` is what the output carries (the model's id, for the transcript).
+    ``journal`` and ``where`` (what the journal belongs to) default to the runner's step
+    running now; a workflow passes its step execution's."""
+    if journal is None or where is None:
+        ctx = current_step()
+        journal = None if ctx is None else ctx.journal
+        if journal is None or ctx is None:
+            return await run()
+        where = (ctx.task_id, ctx.step_id)
     outputs = journal.setdefault("outputs", {})
     kept = outputs.get(call_id)
     if kept is not None:
         return kept  # type: ignore[no-any-return]
-    where = (ctx.task_id, ctx.step_id)
     outlived = _OUTLIVED.get(where, {}).get(call_id)
     if outlived is not None:  # its thread went on after an interrupted attempt: wait for it
         await asyncio.to_thread(outlived.ended.wait)
@@ -275,7 +301,10 @@ async def run_call(call_id: str, tool_call_id: str | None, run: Callable[[], Awa
             outputs[call_id] = outlived.output
             return outlived.output
         # it raised past the tool: run it again, as a call that never finished
-    entry = _ThreadCall()
+    kept = outputs.get(call_id)  # a thread that ended meanwhile put its output there
+    if kept is not None:
+        return kept  # type: ignore[no-any-return]
+    entry = _ThreadCall(outputs, call_id, tool_call_id, where)
     out: ToolOutput | None = None
     token = THREAD_CALL.set(entry)
     try:

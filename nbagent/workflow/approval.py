@@ -14,6 +14,13 @@ given), or with ``handler.respond("yes")`` / ``handler.respond("no: keep it")`` 
 A rejected call runs nothing; the model gets ``"Rejected by <who>: <reason>"`` as its result.
 Every decision is recorded in the run's state under ``"tool_approvals"`` (who, when, edited
 arguments, reason), so a checkpoint and the trace keep it.
+
+A question and its answer name the call itself (``call``: its tool and arguments), not only
+the model's ``tool_id``: a run resumed from an earlier checkpoint asks the model again and
+may get another call under the same id and question (a scripted model's ``call_1``), and an
+answer meant for the call the person saw must not approve that one. Such an answer is
+refused with an error naming both calls. An approved call that already ran is not run again
+when an interrupted run resumes (``Context``'s tool journal, see ``nbagent.calls``).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class ToolApprovalRequired(InputRequiredEvent):
     tool_kwargs: dict[str, Any] = Field(default_factory=dict)
     tool_id: str
     agent_name: str = ""
+    call: str = ""  # the call in words (tool and arguments): what an answer must name
 
 
 class ToolApprovalResponse(HumanResponseEvent):
@@ -54,6 +62,7 @@ class ToolApprovalResponse(HumanResponseEvent):
     arguments: dict[str, Any] | None = None
     reason: str | None = None
     by: str = "user"
+    call: str = ""  # the call the person decided on (the question's ``call``)
 
     @classmethod
     def approve(
@@ -62,7 +71,7 @@ class ToolApprovalResponse(HumanResponseEvent):
         """Approve the call ``question`` asks about (with edited ``arguments`` if given)."""
         return cls(
             tool_id=question.tool_id, approved=True, arguments=arguments, by=by,
-            waiter_id=question.waiter_id, response="approve",
+            waiter_id=question.waiter_id, response="approve", call=question.call,
         )
 
     @classmethod
@@ -73,6 +82,7 @@ class ToolApprovalResponse(HumanResponseEvent):
         return cls(
             tool_id=question.tool_id, approved=False, reason=reason, by=by,
             waiter_id=question.waiter_id, response=f"reject: {reason}" if reason else "reject",
+            call=question.call,
         )
 
 
@@ -105,15 +115,17 @@ async def gate(
     if not needs_approval(tool, call, policy):
         return call, None
     args = ", ".join(f"{k}={v!r}" for k, v in call.tool_kwargs.items())
+    said = f"{call.tool_name}({args})"
     question = ToolApprovalRequired(
-        prefix=f"Agent {agent_name} wants to call {call.tool_name}({args}). Approve?",
+        prefix=f"Agent {agent_name} wants to call {said}. Approve?",
         tool_name=call.tool_name,
         tool_kwargs=dict(call.tool_kwargs),
         tool_id=call.tool_id,
         agent_name=agent_name,
+        call=said,
     )
     answer = await ctx.wait_for_event(
-        HumanResponseEvent, waiter_event=question, requirements={"tool_id": call.tool_id}
+        HumanResponseEvent, waiter_event=question, requirements={"tool_id": call.tool_id, "call": said}
     )
     if isinstance(answer, ToolApprovalResponse):
         approved, reason, edited, by = answer.approved, answer.reason, answer.arguments, answer.by

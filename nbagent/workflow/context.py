@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nbagent.calls import run_call
+from nbagent.messages import ToolOutput
 from nbagent.workflow.errors import CheckpointError, WorkflowRuntimeError
 from nbagent.workflow.events import (
     Event,
@@ -94,6 +96,11 @@ def current_context() -> Context:
     return ex.ctx
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
 class Context:
     """The shared state and the bookkeeping of one workflow run (reusable across runs)."""
 
@@ -111,6 +118,9 @@ class Context:
         self._consumed: dict[int, list[Event]] = {}
         self._waiters: dict[str, Waiter] = {}
         self._answers: dict[str, tuple[int, Event]] = {}
+        # per step execution: the tool calls it ran (nbagent.calls), so that an execution run
+        # again after an interruption does not run them again
+        self._ran: dict[int, dict[str, Any]] = {}
         self._next_exec = 1
         self._runner: Runner | None = None
 
@@ -245,7 +255,19 @@ class Context:
             wanted = getattr(event, "waiter_id", None)
             if wanted is not None and wanted != key:
                 continue
-            if any(event.get(k, _MISSING) != v for k, v in waiter.requirements.items()):
+            differ = [k for k, v in waiter.requirements.items() if event.get(k, _MISSING) != v]
+            if differ and wanted == key:  # an answer to this question, about something else
+                told = "; ".join(
+                    f"{k}: the answer says {_short(event.get(k, None))}, the question now asks "
+                    f"about {_short(waiter.requirements[k])}"
+                    for k in differ
+                )
+                raise WorkflowRuntimeError(
+                    f"this {type(event).__name__} does not answer question {key!r} as it stands "
+                    f"now ({told}); the run was resumed or went back since it was asked. Answer "
+                    "the question pending now (handler.pending_questions)"
+                )
+            if differ:
                 continue
             del self._waiters[key]
             self._answers[key] = (waiter.exec_id, event)
@@ -346,6 +368,16 @@ class Context:
             if waiter.future is future:
                 waiter.future = None
 
+    async def run_tool_once(self, tool_call_id: str | None, run: Callable[[], Awaitable[ToolOutput]]) -> ToolOutput:
+        """Run this step execution's tool call at most once: run again after an interruption
+        (a resumed run), the execution gets the output the call gave the first time, or waits
+        for a sync tool whose thread outlived the interruption, instead of calling it again."""
+        ex = self._execution("run_tool_once")
+        journal = self._ran.setdefault(ex.exec_id, {})
+        return await run_call(
+            "call", tool_call_id, run, journal=journal, where=(f"workflow {id(self)}", str(ex.exec_id))
+        )
+
     def _execution(self, what: str) -> Execution:
         ex = _CURRENT.get()
         if ex is None or ex.ctx is not self:
@@ -356,6 +388,7 @@ class Context:
     def _execution_done(self, exec_id: int) -> None:
         self._in_progress.pop(exec_id, None)
         self._consumed.pop(exec_id, None)
+        self._ran.pop(exec_id, None)
         for key in [k for k, (eid, _) in self._answers.items() if eid == exec_id]:
             del self._answers[key]
         for key in [k for k, w in self._waiters.items() if w.exec_id == exec_id]:
@@ -374,6 +407,7 @@ class Context:
         self._consumed.clear()
         self._waiters.clear()
         self._answers.clear()
+        self._ran.clear()
 
     # ----- checkpoints --------------------------------------------------------------------
     def to_dict(self, serializer: Any = None) -> dict[str, Any]:
@@ -426,6 +460,11 @@ class Context:
                 {"key": key, "exec_id": eid, "event": encode_event(ev, f"answers[{key!r}]")}
                 for key, (eid, ev) in self._answers.items()
             ],
+            "ran": {
+                str(eid): {"outputs": encode_value(dict(j["outputs"]), f"ran[{eid}]")}
+                for eid, j in self._ran.items()
+                if j.get("outputs")
+            },
             "next_exec": self._next_exec,
         }
 
@@ -494,5 +533,7 @@ class Context:
             )
         for a in data.get("answers") or []:
             ctx._answers[str(a["key"])] = (int(a["exec_id"]), decode_event(a["event"], f"answers[{a['key']!r}]"))
+        for eid, j in dict(data.get("ran") or {}).items():
+            ctx._ran[int(eid)] = {"outputs": dict(decode_value(j.get("outputs") or {}, f"ran[{eid}]"))}
         ctx._next_exec = int(data.get("next_exec") or 1)
         return ctx

@@ -400,9 +400,12 @@ class AgentWorkflow(Workflow, PromptMixin):
                 ctx, tool, ToolSelection(tool_id=ev.tool_id, tool_name=ev.tool_name, tool_kwargs=ev.tool_kwargs),
                 self.approve_tools, agent_name,
             )
-            output = rejected or await acall_tool(
-                by_name, call, in_thread=True, error="{error} ({type})"  # the reference's words, then the type
-            )  # threads: calls overlap
+            output = rejected or await ctx.run_tool_once(  # resumed, it is not run again
+                call.tool_id,
+                lambda: acall_tool(
+                    by_name, call, in_thread=True, error="{error} ({type})"  # the reference's words, then the type
+                ),  # threads: calls overlap
+            )
         result = ToolCallResult(
             tool_name=ev.tool_name,
             tool_kwargs=ev.tool_kwargs,
