@@ -6,7 +6,7 @@ does not run it: it queues the next step with an *approval record* in its ``step
 plain JSON, so undo (the step's state is snapshotted before it runs), save/load and the
 report keep it with no extra machinery::
 
-    {"calls": [{"call_id", "tool_id", "tool_name", "arguments", "needs_approval"}, ...],
+    {"calls": [{"call_id", "tool_name", "arguments", "needs_approval", ["tool_id"]}, ...],
      "decisions": {call_id: {"decision": "approved" | "rejected", "arguments", "reason",
                              "by", "at"}},
      "log": [every decision in the order it was made, overridden and withdrawn ones included]}
@@ -14,7 +14,7 @@ report keep it with no extra machinery::
 ``call_id`` is what a person decides on: unique for the task's whole life (undo, fork, goto,
 edit and load never make it name another call; see ``nbagent.calls``), and ``approve`` /
 ``reject`` refuse an id that is not waiting now. ``tool_id`` is the model's own id for the
-call, kept for the transcript (the two differ only when the model reused an id).
+call, kept for the transcript; it is there only when it differs (the model reused an id).
 
 Calls that do not need approval but came in the same reply wait with the others, so the
 tool replies stay in the model's call order. A rejected call runs nothing; the model gets
@@ -132,20 +132,13 @@ def make_record(
     ids = [c.tool_id for c in calls] if ids is None else list(ids)
     if len(ids) != len(calls) or len(set(ids)) != len(ids):
         raise ValueError(f"an approval record needs one distinct id per call, got {ids} for {len(calls)} calls")
-    return {
-        "calls": [
-            {
-                "call_id": cid,
-                "tool_id": c.tool_id,
-                "tool_name": c.tool_name,
-                "arguments": dict(c.tool_kwargs),
-                "needs_approval": bool(f),
-            }
-            for c, f, cid in zip(calls, flags, ids)
-        ],
-        "decisions": {},
-        "log": [],
-    }
+    entries = []
+    for c, f, cid in zip(calls, flags, ids):
+        entry = {"call_id": cid, "tool_name": c.tool_name, "arguments": dict(c.tool_kwargs), "needs_approval": bool(f)}
+        if c.tool_id != cid:  # the model reused an id: keep its own for the transcript
+            entry["tool_id"] = c.tool_id
+        entries.append(entry)
+    return {"calls": entries, "decisions": {}, "log": []}
 
 
 def record_of(step: TaskStep) -> dict[str, Any] | None:

@@ -166,10 +166,8 @@ agent.graph(task)
 
 Each decision is stored on the step that ran the calls (in its `step_state`, as plain
 JSON): the decision, who made it, when (UTC), edited arguments and the reason. So **undo**
-puts the step back with its decisions (you can change them and run it again; an approval
-whose call already ran is used up, so the undone step asks for it again before the call
-repeats), **save/load** keeps them, and the HTML **report** lists them. The step card shows
-them too:
+puts the step back with its decisions (you can change them and run it again), **save/load**
+keeps them, and the HTML **report** lists them. The step card shows them too:
 """),
     code("""
 decided = agent.state_of(task).completed_steps[2].task_step
