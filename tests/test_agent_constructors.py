@@ -186,3 +186,17 @@ def test_tools_work_after_forwarding() -> None:
     llm = ScriptedLLM([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, "5"])
     agent = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(add)], llm=llm, max_finished_tasks=1)
     assert str(agent.chat("2+3?")) == "5"
+
+
+def test_the_model_sizes_the_memory_as_on_the_reference() -> None:
+    """llama-index-core 0.12.52's ReActAgent.from_tools gives its model to the memory too
+    (3/4 of the context window); nbagent's does the same since it forwards llm= to the runner."""
+    from llama_index.core.agent import ReActAgent as TheirReActAgent
+    from llama_index.core.llms import MockLLM
+
+    theirs = TheirReActAgent.from_tools([], llm=MockLLM())
+    window = MockLLM().metadata.context_window
+    mine_llm = ScriptedLLM(["Answer: done"], function_calling=False)
+    mine_llm.context_window = window  # type: ignore[attr-defined]
+    mine = ReActAgent.from_tools([], llm=mine_llm)
+    assert mine.memory.token_limit == theirs.memory.token_limit == int(window * 0.75)
