@@ -330,3 +330,25 @@ def test_planner_call_step_under_the_parallel_runner(tmp_path: Path) -> None:
     runner.run_until_done(task)
     assert sorted(world.lines()) == ["one", "two"]  # each call ran once, retries included
     assert str(runner.finalize_response(task)) == "done"
+
+
+def test_multimodal_react_resumes_with_its_images_once(tmp_path: Path) -> None:
+    """The multimodal worker acts on the earlier reply too; the question keeps its image once."""
+    from nbagent.workers.multimodal import MultimodalReActAgentWorker
+
+    world = World(tmp_path)
+    red = tmp_path / "red.png"
+    red.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    llm = ScriptedLLM(['Thought: log it.\nAction: side_effect\nAction Input: {"text": "one"}', "Answer: ok"])
+    worker = MultimodalReActAgentWorker(world.tools(approve_side_effect=False)[:1], multi_modal_llm=llm)
+    agent = AgentRunner(worker)
+    task = agent.create_task("log what you see", extra_state={"image_docs": [str(red)]})
+    _interrupt_after_commit(agent)
+    with pytest.raises(KeyboardInterrupt):
+        agent.run_step(task)
+    agent.run_step(task)
+    assert world.lines() == ["one"] and len(llm.requests) == 1
+    agent.run_step(task)
+    with_images = [m for m in llm.requests[-1].messages if isinstance(m.content, list)]
+    assert len(with_images) == 1 and [p["type"] for p in with_images[0].content] == ["text", "image_url"]
+    assert with_images[0].content[0]["text"] == "log what you see"
