@@ -47,6 +47,7 @@ __all__ = [
     "detach_journal",
     "keep_journal",
     "journal_outputs",
+    "without_journal",
     "journaled_reply",
     "remember_reply",
     "kept_output",
@@ -232,6 +233,11 @@ def keep_journal(step: TaskStep, journal: dict[str, Any] | None) -> None:
         own = {k: v for k, v in step.step_state.items() if k != JOURNAL_KEY}
         own[JOURNAL_KEY] = journal
         step.__dict__["step_state"] = own  # no validation: it is the dict it was, plus one key
+
+
+def without_journal(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` itself, or a copy without its journal (what another step may carry on)."""
+    return state if JOURNAL_KEY not in state else {k: v for k, v in state.items() if k != JOURNAL_KEY}
 
 
 def journal_outputs(step: TaskStep) -> dict[str, ToolOutput]:

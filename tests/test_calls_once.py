@@ -352,3 +352,40 @@ def test_multimodal_react_resumes_with_its_images_once(tmp_path: Path) -> None:
     with_images = [m for m in llm.requests[-1].messages if isinstance(m.content, list)]
     assert len(with_images) == 1 and [p["type"] for p in with_images[0].content] == ["text", "image_url"]
     assert with_images[0].content[0]["text"] == "log what you see"
+
+
+def test_a_kept_journal_is_escaped_in_the_views_and_the_report(tmp_path: Path) -> None:
+    from nbagent.report import report_html
+    from nbagent.viz.dot import task_to_dot
+    from nbagent.viz.html import step_html
+
+    world = World(tmp_path)
+    hostile = {"tool_calls": [
+        {"name": "side_effect", "arguments": {"text": "<script>alert(1)</script>"}},
+        {"name": "crash_once", "arguments": {}},
+    ]}
+    agent = FunctionCallingAgent.from_tools(world.tools(approve_side_effect=False), llm=ScriptedLLM([hostile]))
+    task = agent.create_task("go")
+    with pytest.raises(Crash):
+        agent.run_step(task)
+    step = agent.get_upcoming_steps(task)[0]
+    assert JOURNAL_KEY in step.step_state
+    for text in (step_html(step), report_html(agent), task_to_dot(agent.state_of(task))):
+        assert "<script>" not in text
+    assert "&lt;script&gt;" in step_html(step)
+
+
+def test_skipping_a_step_whose_calls_ran_does_not_resume_it_later(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    llm = ScriptedLLM([BOTH, "done"])
+    agent = FunctionCallingAgent.from_tools(world.tools(approve_side_effect=False), llm=llm)
+    task = agent.create_task("go")
+    with pytest.raises(Crash):
+        agent.run_step(task)
+    skipped = agent.skip_step(task, reason="leave it")
+    assert JOURNAL_KEY in skipped.task_step.step_state  # what ran stays recorded on it
+    nxt = agent.get_upcoming_steps(task)[0]
+    assert JOURNAL_KEY not in nxt.step_state
+    out = agent.run_step(task)  # a new model call, nothing of the skipped reply runs
+    assert out.is_last and str(out.output) == "done" and len(llm.requests) == 2
+    assert world.lines() == ["one"]

@@ -622,7 +622,8 @@ class AgentRunner(BaseAgent):
             step = chosen[0]
             snap = self._snapshot_step(state, step)
             state.step_queue.remove(step)
-            follow = [] if step.next_steps else [step.get_next_step()]
+            # the next step carries the state on, but not the skipped step's tool journal
+            follow = [] if step.next_steps else [step.get_next_step(step_state=calls.without_journal(step.step_state))]
             output = TaskStepOutput(output=SkippedOutput(reason=reason), task_step=step, next_steps=follow,
                                     is_last=False)
             output.__dict__["latency_s"] = 0.0
