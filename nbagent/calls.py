@@ -61,10 +61,11 @@ JOURNAL_KEY = "tool_journal"
 # ----- ids ---------------------------------------------------------------------------------------
 
 
-def _used(task: Task) -> set[str]:
-    used: set[str] | None = task._call_ids
+def _used(task: Task) -> dict[str, int]:
+    """The ids the task used, each with the next ``#k`` to try for ids made from it."""
+    used: dict[str, int] | None = task._call_ids
     if used is None:
-        used = task._call_ids = set()
+        used = task._call_ids = {}
     return used
 
 
@@ -73,17 +74,20 @@ def issue_call_id(task: Task, wanted: str | None) -> str:
 
     Inside a runner's step the id is counted as the attempt's: if the attempt fails before
     any call with that id ran, the id is free again (nobody saw it), so a retry gets the
-    same ids as a first attempt would have."""
+    same ids as a first attempt would have. O(1) however often a model reuses an id."""
     used = _used(task)
     base = wanted if isinstance(wanted, str) and wanted else "call"
-    cid, k = base, 1
-    while cid in used:
-        k += 1
+    cid = base
+    if base in used:
+        k = used[base]
+        while f"{base}#{k}" in used:
+            k += 1
         cid = f"{base}#{k}"
+        used[base] = k + 1
     ctx = current_step()
     if ctx is not None and ctx.task_id == task.task_id and ctx.issued is not None:
         ctx.issued.append(cid)  # first: an interrupt between the two lines frees nothing used
-    used.add(cid)
+    used.setdefault(cid, 2)
     return cid
 
 
@@ -96,13 +100,20 @@ def release_ids(step: TaskStep, task: Task, issued: list[str] | None, journal: d
     kept = journal is not None and (journal.get("outputs") or _outlived(step.task_id, step.step_id))
     keep = set(journal.get("ids") or ()) | set(journal.get("outputs") or ()) if kept and journal else set()
     for cid in issued:
-        if cid not in keep:
-            used.discard(cid)
+        if cid in keep:
+            continue
+        used.pop(cid, None)
+        base, sep, k = cid.rpartition("#")
+        if sep and k.isdigit() and base in used:  # the next wanted#k is this one again
+            used[base] = min(used[base], int(k))
 
 
 def note_call_ids(task: Task, ids: Iterable[Any]) -> None:
     """Count ``ids`` as used in ``task`` (the ids a loaded run already holds)."""
-    _used(task).update(i for i in ids if isinstance(i, str))
+    used = _used(task)
+    for i in ids:
+        if isinstance(i, str):
+            used.setdefault(i, 2)
 
 
 def _ids_in_state(step_state: Any) -> Iterable[Any]:

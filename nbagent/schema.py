@@ -94,7 +94,7 @@ class Task(BaseModel):
     _runner: Any = PrivateAttr(default=None)
     # every tool-call id the task used (``nbagent.calls``): never rolled back, so no id names
     # two calls; None until the first is issued or the runner rebuilds it after a load
-    _call_ids: set[str] | None = PrivateAttr(default=None)
+    _call_ids: dict[str, int] | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod

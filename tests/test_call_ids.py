@@ -228,11 +228,20 @@ def test_planner_call_ids_are_new_after_a_replan(tmp_path: Path) -> None:
     assert out.tool_outputs[0].tool_call_id == new
 
 
-def test_issue_and_scan() -> None:
-    from nbagent.schema import Task
+def test_issue_release_and_scan() -> None:
+    from nbagent.calls import release_ids
+    from nbagent.schema import Task, TaskStep
 
     task = Task(input="x")
     assert [issue_call_id(task, w) for w in ("a", "a", "a", None, "")] == ["a", "a#2", "a#3", "call", "call#2"]
+    # an attempt that issued a#4 and a#5 failed before either ran: the retry gets a#4 again
+    attempt = [issue_call_id(task, "a"), issue_call_id(task, "a")]
+    assert attempt == ["a#4", "a#5"]
+    release_ids(TaskStep(task_id=task.task_id), task, attempt, None)
+    assert issue_call_id(task, "a") == "a#4"
+    # ids a journal keeps (a call of that reply ran) stay used
+    release_ids(TaskStep(task_id=task.task_id), task, ["a#4"], {"ids": ["a#4"], "outputs": {"a#4": object()}})
+    assert issue_call_id(task, "a") == "a#5"
     assert scan_call_ids([], []) == set()
 
 
