@@ -275,7 +275,7 @@ class AgentRunner(BaseAgent):
             )
         task = Task(input=input, memory=self.memory, extra_state=extra_state, **kwargs)
         task._runner = self
-        state = TaskState(task=task, keep_history=self.keep_history)
+        state = TaskState(task=task, keep_history=self.keep_history, call_ids_known=True)
         first = self.agent_worker.initialize_step(task)
         if not isinstance(first, TaskStep):
             raise TypeError(
@@ -482,8 +482,9 @@ class AgentRunner(BaseAgent):
             self._check_runnable(state)
             picked = att.step = self._pick_step(state, step)
             task = state.task
-            if task._call_ids is None:  # a loaded task: the ids its run used stay used
+            if not state.call_ids_known:  # a loaded task: the ids its run used stay used
                 calls.note_call_ids(task, state.scan_call_ids())
+                state.call_ids_known = True
             att.journal = calls.journal_of(picked)
             calls.detach_journal(picked)  # the snapshot must not hold it (an undo to it neither)
             att.snap = self._snapshot_step(state, picked)

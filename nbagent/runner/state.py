@@ -110,6 +110,9 @@ class TaskState:
     abandoned: bool = False
     final_response: Any = None
     keep_history: bool = True
+    # whether ``task._call_ids`` holds every call id of the run (False for a loaded task until
+    # its first step; see nbagent.calls)
+    call_ids_known: bool = False
     # finalizing adds the task's new messages to the runner's memory (the conversation);
     # False for a task that must leave it alone (each task of a batch is an evaluation)
     adds_to_memory: bool = True
