@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", help="the HTML file to write (default: the run's name with .html)")
     report.add_argument("--task", help="only this task id (default: every task of the run)")
     report.add_argument("--title", help="the page title")
+    report.add_argument("--run-id", help="in a run store (.db): this run (default: the newest)")
     return parser
 
 
@@ -43,17 +44,31 @@ def _report(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            runner = load_for_report(args.run)
+            runner = load_for_report(args.run, args.run_id)
             path = write_report(runner, args.task, output, title=args.title)
         except (PersistError, KeyError, OSError) as err:
             text = err.args[0] if isinstance(err, KeyError) and err.args else err
-            return _say(f"error: {one_line(str(text), 2000)}", 2)
+            return _say(f"error: {one_line(str(text), 2000)}{_other_runs(args.run, err)}", 2)
         except Exception as err:  # noqa: BLE001 - one line, never a traceback (a bug shows its type)
             return _say(f"error: {args.run}: could not be read ({type(err).__name__}: {one_line(str(err))})", 2)
     for w in caught:
         _say(f"warning: {one_line(str(w.message), 2000)}", 0)
     print(f"wrote {path}")
     return 1 if runner.skipped_tasks else 0
+
+
+def _other_runs(path: str, err: BaseException) -> str:
+    """For a damaged run of a store: the store's other runs, which --run-id reports."""
+    from nbagent.store import DamagedRunError, RunStore, is_store_path
+
+    if not isinstance(err, DamagedRunError) or err.run is None or not is_store_path(path):
+        return ""
+    try:
+        with RunStore(path) as store:
+            others = [r.run_id for r in store.runs() if r.run_id != err.run and r.damaged is None]
+    except Exception:  # noqa: BLE001 - a hint only
+        return ""
+    return f"; its other runs: {', '.join(others)} (--run-id ID reports one)" if others else ""
 
 
 def _say(text: str, status: int) -> int:

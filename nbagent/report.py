@@ -42,11 +42,13 @@ footer{margin-top:24px;font-size:0.85em;opacity:0.7}
 """
 
 
-def load_for_report(path: str | os.PathLike[str]) -> AgentRunner:
-    """A saved run, loaded without its worker (enough to draw it); ids are left alone."""
+def load_for_report(path: str | os.PathLike[str], run: str | None = None) -> AgentRunner:
+    """A saved run (in a run store: run ``run``, else the newest), loaded without its worker
+    (enough to draw it); ids are left alone."""
     from nbagent.runner.base import AgentRunner
 
-    return AgentRunner.load(path, restore_ids=False)  # type: ignore[no-any-return]
+    kwargs = {} if run is None else {"run": run}
+    return AgentRunner.load(path, restore_ids=False, **kwargs)  # type: ignore[no-any-return]
 
 
 def _runner_of(source: Any) -> tuple[AgentRunner, str]:

@@ -133,13 +133,13 @@ def attempt(path: Path, fn: Callable[[], Any]) -> Outcome:
     return out
 
 
-def report_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> int:
+def report_cli(path: Path, capsys: pytest.CaptureFixture[str], *more: str) -> int:
     """``nbagent report``: 0 written, 1 written without damaged tasks (one warning line),
     2 not written (one error line); never a traceback."""
     capsys.readouterr()
     out = path.with_name(path.name + ".html")
     start = time.monotonic()
-    status = main(["report", str(path), "-o", str(out)])
+    status = main(["report", str(path), "-o", str(out), *more])
     assert time.monotonic() - start < 60
     err = capsys.readouterr().err
     lines = err.splitlines()
@@ -193,33 +193,53 @@ def _rewrite_last(
     row_id, text, i = found
     ops = json.loads(text)
     ops[i] = change(ops[i])
-    con.execute("UPDATE log SET ops=? WHERE id=?", (json.dumps(ops), row_id))
+    con.execute("UPDATE log SET ops=?, crc=NULL WHERE id=?", (json.dumps(ops), row_id))
+    con.execute(UNCHECKED)
     con.commit()
     con.close()
 
 
+# Rows rewritten by hand get no checksum (crc NULL), as rows an older nbagent wrote (the store
+# marked as one that was upgraded: "checksums" is not "all"): what is checked then is what they
+# hold. A row whose bytes changed under its checksum, or that lost it: see the cases below.
+UNCHECKED = "DELETE FROM meta WHERE name='checksums'"
+
+
 def head_is_a_list(path: Path, tid: str) -> None:
-    sql(path, "UPDATE tasks SET head='[1, 2, 3]' WHERE task_id=?", args=(tid,))
+    sql(path, "UPDATE tasks SET head='[1, 2, 3]', crc=NULL WHERE task_id=?", args=(tid,))
+    sql(path, UNCHECKED)
 
 
 def head_cut_short(path: Path, tid: str) -> None:
-    sql(path, "UPDATE tasks SET head=substr(head, 1, 40) WHERE task_id=?", args=(tid,))
+    sql(path, "UPDATE tasks SET head=substr(head, 1, 40), crc=NULL WHERE task_id=?", args=(tid,))
+    sql(path, UNCHECKED)
 
 
 def head_not_utf8(path: Path, tid: str) -> None:
-    sql(path, "UPDATE tasks SET head=CAST(x'7b2274617366ff22' AS TEXT) WHERE task_id=?", args=(tid,))
+    sql(path, "UPDATE tasks SET head=CAST(x'7b2274617366ff22' AS TEXT), crc=NULL WHERE task_id=?", args=(tid,))
+    sql(path, UNCHECKED)
 
 
 def head_lacks_its_queue(path: Path, tid: str) -> None:
     head = _head(path, tid)
     del head["queue"]
-    sql(path, "UPDATE tasks SET head=? WHERE task_id=?", args=(json.dumps(head), tid))
+    sql(path, "UPDATE tasks SET head=?, crc=NULL WHERE task_id=?", args=(json.dumps(head), tid))
+    sql(path, UNCHECKED)
 
 
 def head_refers_to_a_missing_object(path: Path, tid: str) -> None:
     head = _head(path, tid)
     head["extra_state"] = {"$d": 987654}
-    sql(path, "UPDATE tasks SET head=? WHERE task_id=?", args=(json.dumps(head), tid))
+    sql(path, "UPDATE tasks SET head=?, crc=NULL WHERE task_id=?", args=(json.dumps(head), tid))
+    sql(path, UNCHECKED)
+
+
+def head_changed_under_its_checksum(path: Path, tid: str) -> None:
+    sql(path, "UPDATE tasks SET head=replace(head, '\"task 0\"', '\"task 9\"') WHERE task_id=?", args=(tid,))
+
+
+def head_lost_its_checksum(path: Path, tid: str) -> None:
+    sql(path, "UPDATE tasks SET crc=NULL WHERE task_id=?", args=(tid,))
 
 
 def place_is_text(path: Path, tid: str) -> None:
@@ -253,6 +273,8 @@ def scratch_item_not_a_message(path: Path, tid: str) -> None:
 
 
 ONE_TASK = [
+    head_changed_under_its_checksum,
+    head_lost_its_checksum,
     head_is_a_list,
     head_cut_short,
     head_not_utf8,
@@ -359,14 +381,25 @@ def _last_row_of(path: Path, run: str) -> int:
 
 
 RUN_DAMAGE = {
-    "log row not UTF-8": "UPDATE log SET ops=CAST(x'5b5b226fff' AS TEXT) WHERE id={row}",
-    "log row cut short": "UPDATE log SET ops=substr(ops, 1, length(ops) / 2) WHERE id={row}",
-    "log row an object": "UPDATE log SET ops='{{\"a\": 1}}' WHERE id={row}",
-    "record of unknown kind": "UPDATE log SET ops='[[\"zz\", 1]]' WHERE id={row}",
-    "header cut short": "UPDATE runs SET header=substr(header, 1, 20) WHERE run_id='{run}'",
-    "header a list": "UPDATE runs SET header='[]' WHERE run_id='{run}'",
+    # (still valid JSON: each string gains a space)
+    "log row changed under its checksum": "UPDATE log SET ops=replace(ops, '\"', ' \"') WHERE id={row}",
+    "log row lost its checksum": "UPDATE log SET crc=NULL WHERE id={row}",
+    "log row not UTF-8": "UPDATE log SET ops=CAST(x'5b5b226fff' AS TEXT), crc=NULL WHERE id={row}",
+    "log row cut short": "UPDATE log SET ops=substr(ops, 1, length(ops) / 2), crc=NULL WHERE id={row}",
+    "log row an object": "UPDATE log SET ops='{{\"a\": 1}}', crc=NULL WHERE id={row}",
+    "record of unknown kind": "UPDATE log SET ops='[[\"zz\", 1]]', crc=NULL WHERE id={row}",
+    "a log row lost": "DELETE FROM log WHERE id={row} - 1",
+    "a log row moved to the other run": "UPDATE log SET id=(SELECT max(id) + 1 FROM log) WHERE id={row} - 1",
+    "the other run's row moved here": "UPDATE log SET id={row} + 1 WHERE id=(SELECT max(id) FROM log WHERE id < ({row} >> 36) << 36)",
+    "header changed under its checksum": "UPDATE runs SET header=replace(header, 'ReAct', 'React') WHERE run_id='{run}'",
+    "header cut short": "UPDATE runs SET header=substr(header, 1, 20), crc=NULL WHERE run_id='{run}'",
+    "header a list": "UPDATE runs SET header='[]', crc=NULL WHERE run_id='{run}'",
     "its log rows lost": "UPDATE runs SET no=no+1000 WHERE run_id='{run}'",
 }
+
+
+def statement_name(statement: str) -> str:
+    return next(name for name, s in RUN_DAMAGE.items() if s == statement)
 
 
 @pytest.mark.parametrize("statement", list(RUN_DAMAGE.values()), ids=list(RUN_DAMAGE))
@@ -375,16 +408,26 @@ def test_damage_to_a_run_as_a_whole_refuses_that_run_by_name(
 ) -> None:
     path = copy_of(pristine, tmp_path)
     sql(path, statement.format(row=_last_row_of(path, pristine.run_b), run=pristine.run_b))
+    if "crc=NULL," in statement:
+        sql(path, UNCHECKED)
     out = attempt(path, lambda: RunStore(path).load(run=pristine.run_b))
     assert isinstance(out.error, DamagedRunError) and out.error.run == pristine.run_b, out.error
     intact = attempt(path, lambda: RunStore(path).load(run=pristine.run_a))
-    assert intact.error is None and not intact.warnings
-    assert_exact(pristine, intact.runner, pristine.tasks_a)
+    if "moved here" not in statement_name(statement):  # (that one took run A's last row away)
+        assert intact.error is None and not intact.warnings
+        assert_exact(pristine, intact.runner, pristine.tasks_a)
     with RunStore(path) as store:
         runs = {r.run_id: r for r in store.runs()}  # listing them never raises
     assert set(runs) == {pristine.run_a, pristine.run_b}
     status = report_cli(path, capsys)  # the newest run is run B
-    assert status == 2 or (status == 0 and "header" not in statement)
+    assert status == 2
+    if "moved here" not in statement_name(statement):
+        # its one line names the intact other run, and how to report it
+        capsys.readouterr()
+        main(["report", str(path), "-o", str(tmp_path / "b.html")])
+        line = capsys.readouterr().err
+        assert f"its other runs: {pristine.run_a} (--run-id ID reports one)" in line, line
+        assert report_cli(path, capsys, "--run-id", pristine.run_a) == 0
 
 
 STORE_DAMAGE = {
@@ -395,6 +438,11 @@ STORE_DAMAGE = {
     "tasks table lost": ["DROP TABLE tasks"],
     "runs table lost": ["DROP VIEW step_commit", "DROP TABLE runs"],
     "meta table lost": ["DROP TABLE meta"],
+    # SQLite's own error message then holds bytes that are not UTF-8 (sqlite3 raises UnicodeDecodeError)
+    "schema table damaged": [
+        "PRAGMA writable_schema=ON",
+        "UPDATE sqlite_master SET name=CAST(x'7461736b73ff' AS TEXT), sql='CREATE INDEX' WHERE name='tasks_by_label'",
+    ],
 }
 
 
@@ -486,17 +534,26 @@ def _read_everything(path: Path) -> list[Outcome]:
 @pytest.mark.timeout(600)  # (a hang fails the test; each read is also held to 30 s by attempt)
 def test_fuzz_damaged_store_files_give_clear_errors_or_load(pristine: Pristine, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, int] = {}
-    for path, kind in _damaged_copies(pristine, tmp_path, rounds=200, seed=2024):
+    changed: list[tuple[str, str]] = []
+    for path, kind in _damaged_copies(pristine, tmp_path, rounds=300, seed=2024):
         outcomes = _read_everything(path)
         outcome = kind + (": error" if any(o.error is not None for o in outcomes) else ": read")
         seen[outcome] = seen.get(outcome, 0) + 1
-        for o in outcomes:  # a load that skipped tasks says so, and the runner knows which
+        for o in outcomes:
             if o.runner is not None and hasattr(o.runner, "skipped_tasks"):
+                # a load that skipped tasks says so, and the runner knows which
                 assert bool(o.warnings) == bool(o.runner.skipped_tasks)
+                # and what it did load is what was saved (checksums catch changed bytes)
+                for doc in comparable(o.runner)["tasks"]:
+                    if doc != pristine.docs.get(doc["task_id"]):
+                        changed.append((kind, doc["task_id"]))
         report_cli(path, capsys)
         path.unlink()
     # the damage reached both outcomes: some files refused, some read (a flip in free space)
     assert any(k.endswith("error") for k in seen) and any(k.endswith("read") for k in seen), seen
+    # (a cut that takes exactly a run's newest log rows is not always seen: the README's limit;
+    # none was in 4,000 rounds of this mix, so more than one here is a fault)
+    assert len(changed) <= 1, changed
 
 
 # ----- the run file: the same faults ------------------------------------------------------------

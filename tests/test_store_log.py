@@ -178,11 +178,13 @@ def test_old_and_damaged_stores_are_refused_by_name(tmp_path: Path) -> None:
     task = runner.create_task("go")
     runner.run_step(task)
     con = sqlite3.connect(bad)
-    con.execute("UPDATE log SET ops='[[\"zz\",1,2]]' WHERE id=(SELECT max(id) FROM log)")
+    # (crc=NULL: as a row written before checksums; a row whose bytes changed fails its checksum)
+    con.execute("UPDATE log SET ops='[[\"zz\",1,2]]', crc=NULL WHERE id=(SELECT max(id) FROM log)")
+    con.execute("DELETE FROM meta WHERE name='checksums'")  # (a store upgraded from schema 3)
     con.commit()
     with pytest.raises(DamagedRunError, match="log row 1 holds a record of unknown kind 'zz'"):
         RunStore(bad).load()
-    con.execute("UPDATE log SET ops='[[\"u\",0,7,[null,0,null],{}]]' WHERE id=(SELECT max(id) FROM log)")
+    con.execute("UPDATE log SET ops='[[\"u\",0,7,[null,0,null],{}]]', crc=NULL WHERE id=(SELECT max(id) FROM log)")
     con.commit()
     with pytest.raises(PersistError, match="output 7 follows"):
         RunStore(bad).load()
@@ -205,12 +207,12 @@ def test_a_dict_written_as_a_twin_keeps_what_its_twin_held_then(tmp_path: Path) 
         [["o", 4, "same", 1]],
     ]
     for i, ops in enumerate(rows):
-        db.execute("INSERT INTO log VALUES(?, ?)", (lo + i, json.dumps(ops)))
+        db.execute("INSERT INTO log(id, ops) VALUES(?, ?)", (lo + i, json.dumps(ops)))
     got = read_rows(db, store.path, "r", no, None).objects
     assert got[1] == ("dict", {"$id": 5, "n": 2}) and got[4] == ("same", 1)
     assert got[2] == ("dict", {"$id": 1, "n": 1})
     assert got[3] == ("same", 2)
-    db.execute("INSERT INTO log VALUES(?, ?)", (lo + 9, json.dumps([["o", 5, "same", 99]])))
+    db.execute("INSERT INTO log(id, ops) VALUES(?, ?)", (lo + 3, json.dumps([["o", 5, "same", 99]])))
     damaged = read_rows(db, store.path, "r", no, None).damaged_objects  # a copy of what is not there
     assert list(damaged) == [5] and "99" in damaged[5]
 

@@ -216,7 +216,7 @@ def schema_of(path: Path) -> str:
         return str(db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()[0])
 
 
-def test_a_store_with_view_records_is_schema_3_and_a_schema_2_reader_refuses_it(
+def test_a_store_with_view_records_is_schema_4_and_a_schema_2_reader_refuses_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "runs.db"
@@ -224,30 +224,45 @@ def test_a_store_with_view_records_is_schema_3_and_a_schema_2_reader_refuses_it(
     task = runner.create_task("go")
     for _ in range(3):
         runner.run_step(task)
-    assert view_records(path) and schema_of(path) == "3"
+    assert view_records(path) and schema_of(path) == "4"
     # the nbagent before view records read schema 2 only: it would take {"$c": k, "v": ...}
     # for the whole log; it refuses the store by name instead
     monkeypatch.setattr(store_sqlite, "SCHEMA", 2)
     monkeypatch.setattr(store_sqlite, "READS", (2,))
-    with pytest.raises(PersistError, match=r"newer nbagent \(store schema 3\).*upgrade nbagent"):
+    with pytest.raises(PersistError, match=r"newer nbagent \(store schema 4\).*upgrade nbagent"):
         RunStore(path)
 
 
-def test_a_schema_2_store_loads_and_is_marked_3_once_opened(tmp_path: Path) -> None:
+def _as_written_before_checksums(path: Path, schema: str) -> None:
+    """The store as an nbagent of schema 2 or 3 left it: no checksum columns."""
+    with sqlite3.connect(path) as db:
+        db.execute("DROP VIEW step_commit")
+        for table in ("log", "tasks", "runs"):
+            db.execute(f"ALTER TABLE {table} DROP COLUMN crc")
+        db.execute("UPDATE meta SET value=? WHERE name='schema'", (schema,))
+        db.execute("DELETE FROM meta WHERE name='checksums'")
+
+
+@pytest.mark.parametrize("schema", ["2", "3"])
+def test_an_older_store_loads_and_is_marked_4_once_opened(tmp_path: Path, schema: str) -> None:
     path = tmp_path / "runs.db"
     runner = AgentRunner(worker(5), autosave=path)
     task = runner.create_task("go")
     runner.run_step(task)
     runner.autosave = None
-    with sqlite3.connect(path) as db:  # what the nbagent before view records wrote: items, schema 2
-        db.execute("UPDATE meta SET value='2' WHERE name='schema'")
-    assert schema_of(path) == "2"
-    loaded = AgentRunner.load(path)
+    _as_written_before_checksums(path, schema)  # 2: what the nbagent before view records wrote
+    assert schema_of(path) == schema
+    loaded = AgentRunner.load(path, worker(5), autosave=True)
     assert outputs(loaded, task.task_id) == outputs(runner, task.task_id)
-    assert schema_of(path) == "3"  # from now on it may hold view records
+    assert schema_of(path) == "4"  # from now on it may hold view records and checksums
+    loaded.run_step(task.task_id)  # rows with a checksum after rows without one
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE meta SET value='4' WHERE name='schema'")
-    with pytest.raises(PersistError, match=r"newer nbagent \(store schema 4\)"):
+        assert db.execute("SELECT count(*) FROM log WHERE crc IS NOT NULL").fetchone()[0] >= 1
+    again = AgentRunner.load(path)
+    assert outputs(again, task.task_id) == outputs(loaded, task.task_id)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value='5' WHERE name='schema'")
+    with pytest.raises(PersistError, match=r"newer nbagent \(store schema 5\)"):
         AgentRunner.load(path)
 
 
@@ -262,7 +277,8 @@ def test_a_view_naming_an_item_the_log_never_had_there_is_refused_by_name(tmp_pa
         rows = db.execute("SELECT id, ops FROM log").fetchall()
         for rid, text in rows:
             if '"v":[' in text:
-                db.execute("UPDATE log SET ops=? WHERE id=?", (text.replace('"v":[', '"v":[99', 1), rid))
+                db.execute("UPDATE log SET ops=?, crc=NULL WHERE id=?", (text.replace('"v":[', '"v":[99', 1), rid))
+                db.execute("DELETE FROM meta WHERE name='checksums'")  # (as a row written before checksums)
                 break
     with pytest.raises(PersistError, match="a view of .* items of log"):
         AgentRunner.load(path)

@@ -284,7 +284,7 @@ def migrate_if_schema1(path: Path, timeout: float) -> None:
     while True:
         try:
             schema = _schema_of(path, timeout)
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             return  # not readable as a store: RunStore says why
         if schema != "1":
             return

@@ -25,7 +25,11 @@ from nbagent.store.values import PersistError
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
 
-__all__ = ["DamagedRunError", "DamagedRunWarning", "skipped_tasks", "is_damage", "one_line"]
+__all__ = ["DamagedRunError", "DamagedRunWarning", "skipped_tasks", "is_damage", "one_line", "SQLITE_ERRORS"]
+
+# what a sqlite3 call on a damaged file can raise: its errors, and UnicodeDecodeError when the
+# message SQLite gives names damaged bytes ("malformed database schema (...)")
+SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 
 
 def one_line(text: str, limit: int = 400) -> str:
@@ -58,6 +62,8 @@ class DamagedRunWarning(UserWarning):
 
 def is_damage(err: BaseException) -> bool:
     """Whether a ``sqlite3`` error says the file's content is damaged (not busy, not full)."""
+    if isinstance(err, UnicodeDecodeError):
+        return True
     if not isinstance(err, sqlite3.DatabaseError):
         return False
     name = getattr(err, "sqlite_errorname", "")
@@ -72,6 +78,9 @@ def is_damage(err: BaseException) -> bool:
 
 def store_error(path: Any, err: BaseException, doing: str, *, run: str | None = None) -> PersistError:
     """The PersistError for a ``sqlite3`` error met while ``doing`` something with a store."""
+    if isinstance(err, UnicodeDecodeError):
+        what = "SQLite's own tables hold bytes that are not UTF-8"
+        return DamagedRunError(path, f"the database is damaged ({what}) while {doing}", run=run)
     if is_damage(err):
         return DamagedRunError(path, f"the database is damaged ({err}) while {doing}", run=run)
     return PersistError(f"{path}: could not finish {doing}: {one_line(str(err))} ({type(err).__name__})")

@@ -5,14 +5,17 @@ their own (``RunStore.load``; the layout is in ``nbagent.store.sqlite``).
 Damage is told apart by its reach (``nbagent.store.damage``): a task row, or a log record of a
 task's place, that does not read or fit damages that task; a record of an object (a memory, a
 log, a state dict) damages that object, and so every task that refers to it. Those tasks are
-skipped and the others load. A log row that cannot be read at all (not UTF-8, cut JSON), or a
-record that names neither, may have held anything: the run is refused.
+skipped and the others load. A log row that cannot be read at all (not UTF-8, cut JSON, its
+checksum fails) or is missing (a gap in the run's numbering), or a record that names neither,
+may have held anything: the run is refused. Checksums (schema 4) catch the changed bytes that
+still read as JSON, and rows read in a place they were not written in.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +27,10 @@ from nbagent.runner.snapshot import AppendLog, _Saved
 from nbagent.store.damage import DamagedRunError, one_line
 from nbagent.store.values import PersistError, _Decoder, memory_tokenizer
 
-__all__ = ["read_rows", "StoreRows", "StoreDecoder", "RUN_BITS", "run_range", "py_text", "loads_row"]
+__all__ = [
+    "read_rows", "StoreRows", "StoreDecoder", "RUN_BITS", "run_range", "py_text", "loads_row", "run_seed", "task_seed",
+    "log_crc",
+]
 
 # a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
 # so a run's rows are one range of the table's own key (no index to keep up to date)
@@ -37,6 +43,23 @@ _MISSING = object()
 
 def run_range(no: int) -> tuple[int, int]:
     return no << RUN_BITS, (no + 1) << RUN_BITS
+
+
+# Checksums (schema 4): CRC-32 of a row's text, started from what places the row, so that a
+# row read in another place (a changed row id, task place or run number) fails too.
+def run_seed(run_id: str) -> int:
+    """Where every checksum of run ``run_id`` starts (a run header's: its text from here)."""
+    return zlib.crc32(run_id.encode("utf-8", "surrogatepass"))
+
+
+def task_seed(seed: int, task_id: str, seq: int) -> int:
+    """Where the checksum of a task row starts: its run, its id and its place in the run."""
+    return zlib.crc32(f"\0{task_id}\0{seq}".encode("utf-8", "surrogatepass"), seed)
+
+
+def log_crc(seed: int, row_id: int, text: bytes) -> int:
+    """The checksum of log row ``row_id`` of the run whose seed is ``seed``."""
+    return zlib.crc32(text, zlib.crc32(row_id.to_bytes(8, "little", signed=True), seed))
 
 
 def py_text(value: Any) -> Any:
@@ -140,15 +163,19 @@ class StoreRows:
 
 
 def read_rows(
-    db: sqlite3.Connection, path: Any, run: str, no: int, only: Sequence[str] | None
+    db: sqlite3.Connection, path: Any, run: str, no: int, only: Sequence[str] | None, strict: bool = False
 ) -> StoreRows:
     """Read run ``run`` (number ``no``) of the store at ``path`` (only the tasks ``only``).
-    Raises ``DamagedRunError`` when the damage's reach cannot be told (see the module)."""
+    Raises ``DamagedRunError`` when the damage's reach cannot be told (see the module).
+    ``strict``: every row was written with a checksum (a store made at schema 4): one that has
+    none is damaged; else such a row was written before checksums and is read as it is."""
     rows = StoreRows()
     wanted = None if only is None else set(only)
+    seed = run_seed(run)
     task_of: dict[int, str] = {}  # a task's place (seq) -> its id; records of other places are stale
-    for rowid, raw_id, seq, head in db.execute(
-        "SELECT rowid, CAST(task_id AS BLOB), seq, CAST(head AS BLOB) FROM tasks WHERE run_id=? ORDER BY seq, rowid",
+    for rowid, raw_id, seq, head, crc in db.execute(
+        "SELECT rowid, CAST(task_id AS BLOB), seq, CAST(head AS BLOB), crc FROM tasks WHERE run_id=? "
+        "ORDER BY seq, rowid",
         (run,),
     ):
         try:
@@ -168,6 +195,12 @@ def read_rows(
             if other is not None:
                 rows.damaged_tasks[other] = f"its place in the run ({seq!r}) is another task's too"
             continue
+        if crc is None and strict:
+            rows.damaged_tasks[task_id] = "its row in the tasks table has lost its checksum"
+            continue
+        if crc is not None and (type(head) is not bytes or zlib.crc32(head, task_seed(seed, task_id, seq)) != crc):
+            rows.damaged_tasks[task_id] = "its row in the tasks table fails its checksum (changed bytes)"
+            continue
         rows.tasks.append((task_id, head))
         task_of[seq] = task_id
     rows.tasks = [(t, h) for t, h in rows.tasks if t not in rows.damaged_tasks]
@@ -175,7 +208,7 @@ def read_rows(
         missing = sorted(wanted - {t for t, _ in rows.tasks} - set(rows.damaged_tasks))
         if missing:
             raise PersistError(f"{path}: run {run!r} has no task(s) {missing}")
-    _Replay(rows, task_of, path, run).read(db, no)
+    _Replay(rows, task_of, path, run).read(db, no, seed, strict)
     return rows
 
 
@@ -197,11 +230,24 @@ class _Replay:
     def refuse(self, what: str) -> DamagedRunError:
         return DamagedRunError(self.path, what + "; what it held cannot be told, so the run is not loaded", run=self.run)
 
-    def read(self, db: sqlite3.Connection, no: int) -> None:
+    def read(self, db: sqlite3.Connection, no: int, seed: int, strict: bool) -> None:
         lo, hi = run_range(no)
         bad_objects = self.rows.damaged_objects
-        for row_id, raw in db.execute("SELECT id, CAST(ops AS BLOB) FROM log WHERE id>=? AND id<? ORDER BY id", (lo, hi)):
-            row = f"log row {row_id - lo}" if lo <= row_id < hi else f"the log row of id {row_id} (not this run's)"
+        expected = lo  # a run's rows are numbered from 0 without a gap
+        for row_id, raw, crc in db.execute(
+            "SELECT id, CAST(ops AS BLOB), crc FROM log WHERE id>=? AND id<? ORDER BY id", (lo, hi)
+        ):
+            row = f"log row {row_id - lo}"
+            if not lo <= row_id < hi:
+                raise self.refuse(f"the log row of id {row_id}, not this run's, was read as one of its rows")
+            if row_id != expected:
+                missing = f"log row {expected - lo}" + (f" to {row_id - lo - 1}" if row_id - 1 > expected else "")
+                raise self.refuse(f"{missing} of the run {'is' if row_id - 1 == expected else 'are'} missing")
+            expected += 1
+            if crc is None and strict:
+                raise self.refuse(f"{row} has lost its checksum")
+            if crc is not None and (type(raw) is not bytes or log_crc(seed, row_id, raw) != crc):
+                raise self.refuse(f"{row} fails its checksum (changed bytes)")
             try:
                 ops = loads_row(raw)
             except ValueError as err:

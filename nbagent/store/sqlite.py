@@ -19,6 +19,11 @@ commit (that fsync would cost more than the step): a power cut or an OS crash ma
 the steps committed since the last checkpoint (SQLite syncs the log there, every ~4 MB of it,
 a few hundred steps), never corrupt the store. Standard library only (``sqlite3``).
 
+Damage (a disk, another tool): every log row, task row and run header carries a CRC-32 of its
+text started from what places it (schema 4), and a run's log rows are numbered without a gap,
+so a changed byte, a lost or moved row is told from an intact one; the reader skips a damaged
+task or refuses a damaged run by name (``nbagent.store.reader``, ``nbagent.store.damage``).
+
 Public API (the batch runner builds on it; everything else here is private)::
 
     store = RunStore("runs.db")              # open or create; several runners, tasks and
@@ -80,6 +85,7 @@ import sqlite3
 import threading
 import time
 import warnings
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +111,19 @@ from nbagent.store.codec import (
     _worker_info,
     runner_from_dict,
 )
-from nbagent.store.damage import DamagedRunError, DamagedRunWarning, one_line, skips_from, store_error
-from nbagent.store.reader import RUN_BITS, StoreDecoder, StoreRows, loads_row, py_text, read_rows, run_range
+from nbagent.store.damage import SQLITE_ERRORS, DamagedRunError, DamagedRunWarning, one_line, skips_from, store_error
+from nbagent.store.reader import (
+    RUN_BITS,
+    StoreDecoder,
+    StoreRows,
+    log_crc,
+    loads_row,
+    py_text,
+    read_rows,
+    run_range,
+    run_seed,
+    task_seed,
+)
 from nbagent.store.values import (
     SHARED_STR_CHARS,
     _ALLOWED,
@@ -126,8 +143,8 @@ __all__ = ["RunStore", "TaskInfo", "RunInfo", "is_store_path", "SQLITE_SUFFIXES"
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _MAGIC = b"SQLite format 3\x00"
-SCHEMA = 3
-READS = (2, 3)  # schema 2 has no view records: read as it is, marked 3 when opened
+SCHEMA = 4
+READS = (2, 3, 4)  # rows of 2 (no view records) and 3 (no checksums) read as they are; marked 4 when opened
 
 # Schema 2: a run's pieces are records in an append-only log, one row per transaction, so a
 # step writes one row at the end of one table (and updates its task's row) instead of a row in
@@ -135,17 +152,21 @@ READS = (2, 3)  # schema 2 has no view records: read as it is, marked 3 when ope
 # every piece in a WITHOUT ROWID table keyed by text, whose inner pages copy whole rows).
 # Schema 3: a step's view of a log's first n items is {"$c": k, "v": [last item's number, n]},
 # not n item references (a schema-2 reader would read it as the whole log: it refuses schema 3).
+# Schema 4: a checksum (``crc``) on every log row, task row and run header, over its text and
+# what places it (its row id or task place, its run), so that a changed byte or a row read in
+# the wrong place is told from an intact one (``nbagent.store.reader``); rows without one (written
+# before) are read as they are. An older writer would not fill it: it refuses schema 4.
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs(
     no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, created REAL NOT NULL, updated REAL NOT NULL,
-    header TEXT NOT NULL);
+    header TEXT NOT NULL, crc INTEGER);
 CREATE TABLE IF NOT EXISTS tasks(
     run_id TEXT NOT NULL, task_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT, tag TEXT,
     status TEXT NOT NULL, input TEXT NOT NULL, response TEXT, steps INTEGER NOT NULL,
-    updated REAL NOT NULL, head TEXT NOT NULL, PRIMARY KEY(run_id, task_id));
+    updated REAL NOT NULL, head TEXT NOT NULL, crc INTEGER, PRIMARY KEY(run_id, task_id));
 CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key);
-CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, ops TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, ops TEXT NOT NULL, crc INTEGER);
 """
 _TABLES = frozenset({"meta", "runs", "tasks", "log"})
 
@@ -153,12 +174,12 @@ _TABLES = frozenset({"meta", "runs", "tasks", "log"})
 # inserting into this view appends the log row and updates the task's row (found by its rowid,
 # checked against its key); if that row is not there, the whole statement is undone.
 _STEP_SQL = (
-    """CREATE VIEW IF NOT EXISTS step_commit(id, ops, task_row, task_id, run_id, status, response, steps,
-    updated, head) AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL""",
+    """CREATE VIEW IF NOT EXISTS step_commit(id, ops, crc, task_row, task_id, run_id, status, response, steps,
+    updated, head, head_crc) AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL""",
     """CREATE TRIGGER IF NOT EXISTS step_commit_insert INSTEAD OF INSERT ON step_commit BEGIN
-    INSERT INTO log VALUES(NEW.id, NEW.ops);
+    INSERT INTO log VALUES(NEW.id, NEW.ops, NEW.crc);
     UPDATE tasks SET status=NEW.status, response=NEW.response, steps=NEW.steps, updated=NEW.updated,
-        head=NEW.head WHERE rowid=NEW.task_row AND task_id=NEW.task_id AND run_id=NEW.run_id;
+        head=NEW.head, crc=NEW.head_crc WHERE rowid=NEW.task_row AND task_id=NEW.task_id AND run_id=NEW.run_id;
     SELECT RAISE(ABORT, 'nbagent: the task row moved') WHERE changes() = 0;
     END""",
 )
@@ -262,7 +283,7 @@ class RunStore:
         try:
             self._cur = self._db.cursor()  # for the statements of every step (one cursor, not one each)
             self._open(timeout)
-        except sqlite3.Error as err:
+        except SQLITE_ERRORS as err:
             self._db.close()
             raise store_error(self.path, err, "opening it as a run store") from err
         except BaseException:
@@ -304,15 +325,26 @@ class RunStore:
                         self._db.execute(stmt)
                 self._db.execute("INSERT INTO meta VALUES('format', ?)", ("nbagent-store",))
                 self._db.execute("INSERT INTO meta VALUES('schema', ?)", (str(SCHEMA),))
+                # every row of this store has a checksum: one without is damaged (see the reader)
+                self._db.execute("INSERT INTO meta VALUES('checksums', 'all')")
             else:
                 schema = self._check_marks(tables)
                 if schema in READS and schema < SCHEMA:
                     # nothing it holds reads differently now; from here on it may hold
                     # records an older reader would misread, so such a reader must refuse it
+                    self._add_checksums()
                     self._db.execute("UPDATE meta SET value=? WHERE name='schema'", (str(SCHEMA),))
                 self._db.execute("CREATE INDEX IF NOT EXISTS tasks_by_label ON tasks(tag, key)")
             for stmt in _STEP_SQL:  # derived, not data: put back if they were lost
                 self._db.execute(stmt)
+
+    def _add_checksums(self) -> None:
+        """Schema 4's checksum columns on a store of schema 2 or 3 (its rows keep none: read as
+        they are), and the step statement that fills them."""
+        for table in ("runs", "tasks", "log"):
+            if not any(col[1] == "crc" for col in self._db.execute(f"PRAGMA table_info({table})")):
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
+        self._db.execute("DROP VIEW IF EXISTS step_commit")  # (its trigger goes with it)
 
     def _check_empty(self, tables: set[str]) -> None:
         """A file with no meta table must hold no table at all (a new store)."""
@@ -389,7 +421,7 @@ class RunStore:
         writer = self._writer(runner)
         try:
             writer.rewrite()
-        except sqlite3.Error as err:
+        except SQLITE_ERRORS as err:
             raise store_error(self.path, err, "saving a run", run=writer.run_id) from err
         return writer.run_id
 
@@ -411,7 +443,7 @@ class RunStore:
                 self._label(writer.run_id, state.task_id, key, tag)
         except BaseException as err:
             writer.broken = True  # its mirrors may be ahead of the store: an autosave writes in full next
-            if isinstance(err, sqlite3.Error):
+            if isinstance(err, SQLITE_ERRORS):
                 raise store_error(self.path, err, f"saving task {state.task_id}", run=writer.run_id) from err
             raise
         finally:
@@ -443,7 +475,7 @@ class RunStore:
         try:
             with self._lock, self._tx():
                 self._label(writer.run_id, state.task_id, key, tag)
-        except sqlite3.Error as err:
+        except SQLITE_ERRORS as err:
             raise store_error(self.path, err, f"labelling task {state.task_id}", run=writer.run_id) from err
 
     def _label(self, run_id: str, task_id: str, key: str | None, tag: str | None) -> None:
@@ -491,7 +523,7 @@ class RunStore:
                     f"FROM tasks {where} ORDER BY updated, seq",
                     args,
                 ).fetchall()
-            except sqlite3.Error as err:
+            except SQLITE_ERRORS as err:
                 raise store_error(self.path, err, "listing its tasks") from err
         out, bad = [], []
         for row in rows:
@@ -518,17 +550,20 @@ class RunStore:
             try:
                 rows = self._db.execute(
                     "SELECT CAST(r.run_id AS BLOB), CAST(r.header AS BLOB), r.created, r.updated, "
-                    "(SELECT count(*) FROM tasks t WHERE t.run_id=r.run_id) FROM runs r ORDER BY r.created"
+                    "(SELECT count(*) FROM tasks t WHERE t.run_id=r.run_id), r.crc FROM runs r ORDER BY r.created"
                 ).fetchall()
-            except sqlite3.Error as err:
+                strict = self._db.execute("SELECT 1 FROM meta WHERE name='checksums' AND value='all'").fetchone()
+            except SQLITE_ERRORS as err:
                 raise store_error(self.path, err, "listing its runs") from err
         out = []
-        for raw_id, header, created, updated, n in rows:
+        for raw_id, header, created, updated, n, crc in rows:
             try:
                 run_id = py_text(raw_id)
             except UnicodeDecodeError:
                 run_id = raw_id.decode("utf-8", "replace")
             try:
+                if not _header_intact(run_id, header, crc, strict is not None):
+                    raise ValueError("changed bytes: it fails its checksum")
                 head = loads_row(header)
                 if type(head) is not dict or type(head.get("worker", {})) is not dict:
                     raise ValueError(f"a JSON {type(head).__name__} that is not a run's header")
@@ -557,7 +592,7 @@ class RunStore:
         try:
             with self._tx(write=False):  # one consistent read, even while a run writes
                 run, header, rows = self._read_run(run, tasks)
-        except sqlite3.Error as err:
+        except SQLITE_ERRORS as err:
             raise store_error(self.path, err, "reading a run" if run is None else f"reading run {run}", run=run) from err
         source = f"{self.path} (run {run})"
         try:
@@ -585,13 +620,17 @@ class RunStore:
                 run = py_text(row[0])
             except UnicodeDecodeError:
                 raise DamagedRunError(self.path, f"the newest run's id {row[0][:40]!r} is not UTF-8 text") from None
-        head = self._db.execute("SELECT CAST(header AS BLOB), no FROM runs WHERE run_id=?", (_sql_text(run),)).fetchone()
+        head = self._db.execute(
+            "SELECT CAST(header AS BLOB), no, crc FROM runs WHERE run_id=?", (_sql_text(run),)
+        ).fetchone()
         if head is None:
             known = [py_text(r[0]) for r in self._db.execute("SELECT CAST(run_id AS BLOB) FROM runs ORDER BY created")]
             raise PersistError(f"{self.path}: no run {run!r}; stored runs: {known}")
-        if type(head[1]) is not int:
-            raise DamagedRunError(self.path, f"its number in the runs table is {head[1]!r}, not a number", run=run)
-        return run, head[0], read_rows(self._db, self.path, run, head[1], tasks)
+        header, no, crc = head
+        strict = self._db.execute("SELECT 1 FROM meta WHERE name='checksums' AND value='all'").fetchone() is not None
+        if not _header_intact(run, header, crc, strict):
+            raise DamagedRunError(self.path, "its header row fails its checksum (changed bytes)", run=run)
+        return run, header, read_rows(self._db, self.path, run, no, tasks, strict)
 
 
 class _Tx:
@@ -621,6 +660,13 @@ class _Tx:
                     pass  # (SQLite rolled it back itself) the error that ended it says more
         finally:
             self.store._lock.release()
+
+
+def _header_intact(run: str, header: Any, crc: Any, strict: bool = False) -> bool:
+    """A run's header row is as written (or, not ``strict``, was written without a checksum)."""
+    if crc is None:
+        return not strict
+    return type(header) is bytes and zlib.crc32(header, run_seed(run)) == crc
 
 
 def _run_id_for(store: RunStore, runner: AgentRunner) -> str:
@@ -769,6 +815,7 @@ class _Mirror:
         self.row = 0  # the rowid of the task's row in ``tasks``, once this mirror wrote it
         self.fixed: Any = None  # what the task row's fixed part was written from
         self.fixed_text = ""  # and that part's JSON (without its closing brace)
+        self.seed = 0  # its row's checksum starts here (its run, id and place)
 
 
 def _common_prefix(written: list[Any], live: Sequence[Any]) -> int:
@@ -797,6 +844,7 @@ class _Writer:
         self.cur = store._cur
         self.runner = runner
         self.run_id = run_id
+        self.seed = run_seed(run_id)  # every checksum of the run starts from its id
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
         self.ops: list[tuple[Any, ...]] = []  # the records this transaction writes (JSON-ready)
@@ -883,7 +931,9 @@ class _Writer:
             self.log_seq = 0 if last is None else last - lo + 1
         if self.log_seq >= 1 << RUN_BITS:
             raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
-        self.cur.execute("INSERT INTO log VALUES(?,?)", ((no << RUN_BITS) + self.log_seq, _dumps(self.ops)))
+        row_id = (no << RUN_BITS) + self.log_seq
+        text = _dumps(self.ops)
+        self.cur.execute("INSERT INTO log VALUES(?,?,?)", (row_id, text, log_crc(self.seed, row_id, text.encode())))
         self.log_seq += 1
         self.ops.clear()
 
@@ -915,9 +965,9 @@ class _Writer:
         now = time.time()
         if force or text != self.header or self._run_no() is None:
             self.db.execute(
-                "INSERT INTO runs(run_id, created, updated, header) VALUES(?,?,?,?) ON CONFLICT(run_id) "
-                "DO UPDATE SET header=excluded.header, updated=excluded.updated",
-                (self.run_id, now, now, text),
+                "INSERT INTO runs(run_id, created, updated, header, crc) VALUES(?,?,?,?,?) ON CONFLICT(run_id) "
+                "DO UPDATE SET header=excluded.header, updated=excluded.updated, crc=excluded.crc",
+                (self.run_id, now, now, text, zlib.crc32(text.encode(), self.seed)),
             )
             self.header = text
             if self._run_no() is not None and self.seq == 0 and not self.mirrors:
@@ -975,13 +1025,15 @@ class _Writer:
             self.row_update = []  # _write_task puts the task row's values here instead of writing them
             try:
                 self._apply(event, ev)
-                status, response, steps, updated, head, row, tid, run = self.row_update
+                status, response, steps, updated, head, head_crc, row, tid, run = self.row_update
             finally:
                 self.row_update = None
             log_id = (self.run_no << RUN_BITS) + self.log_seq
+            text = _dumps(self.ops)
             self.cur.execute(
-                "INSERT INTO step_commit VALUES(?,?,?,?,?,?,?,?,?,?)",
-                (log_id, _dumps(self.ops), row, tid, run, status, response, steps, updated, head),
+                "INSERT INTO step_commit VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                (log_id, text, log_crc(self.seed, log_id, text.encode()), row, tid, run, status, response, steps,
+                 updated, head, head_crc),
             )
             self.log_seq += 1
             self.ops.clear()
@@ -1356,6 +1408,7 @@ class _Writer:
         m = self.mirrors.get(tid)
         if m is None:
             m = self.mirrors[tid] = _Mirror(self.seq)
+            m.seed = task_seed(self.seed, tid, m.seq)
             self.seq += 1
             dirty = None
         task = state.task
@@ -1483,22 +1536,26 @@ class _Writer:
         response = getattr(state.final_response, "response", None)
         response = _sql_text(response) if isinstance(response, str) else None
         tid = _sql_text(tid)  # (a caller's task id may hold a lone surrogate too)
+        head_crc = zlib.crc32(head.encode(), m.seed)
         if m.row and self.row_update is not None:  # written with the log row, in one statement
-            self.row_update[:] = (status, response, len(state.completed_steps), time.time(), head, m.row, tid, run)
+            self.row_update[:] = (status, response, len(state.completed_steps), time.time(), head, head_crc, m.row,
+                                  tid, run)
             return
         if m.row:  # the row is there (this mirror wrote it): update it in place, found by its rowid
             self.cur.execute(
-                "UPDATE tasks SET status=?, response=?, steps=?, updated=?, head=? WHERE rowid=? AND task_id=? AND run_id=?",
-                (status, response, len(state.completed_steps), time.time(), head, m.row, tid, run),
+                "UPDATE tasks SET status=?, response=?, steps=?, updated=?, head=?, crc=? "
+                "WHERE rowid=? AND task_id=? AND run_id=?",
+                (status, response, len(state.completed_steps), time.time(), head, head_crc, m.row, tid, run),
             )
             if self.cur.rowcount != 1:  # moved (a VACUUM renumbers rows): find it by its key
                 m.row = 0
         if not m.row:
             db.execute(
-                "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
-                "status=excluded.status, response=excluded.response, steps=excluded.steps, "
-                "updated=excluded.updated, head=excluded.head",
-                (run, tid, m.seq, status, _sql_text(task.input), response, len(state.completed_steps), time.time(), head),
+                "INSERT INTO tasks VALUES(?,?,?,NULL,NULL,?,?,?,?,?,?,?) ON CONFLICT(run_id, task_id) DO UPDATE SET "
+                "seq=excluded.seq, status=excluded.status, response=excluded.response, steps=excluded.steps, "
+                "updated=excluded.updated, head=excluded.head, crc=excluded.crc",
+                (run, tid, m.seq, status, _sql_text(task.input), response, len(state.completed_steps), time.time(), head,
+                 head_crc),
             )
             m.row = db.execute("SELECT rowid FROM tasks WHERE run_id=? AND task_id=?", (run, tid)).fetchone()[0]
 
@@ -1649,7 +1706,7 @@ def start_autosave(runner: AgentRunner, store: RunStore) -> _Writer:
     writer = _Writer(store, runner, _run_id_for(store, runner))
     try:
         writer.rewrite()
-    except sqlite3.Error as err:
+    except SQLITE_ERRORS as err:
         raise store_error(store.path, err, "saving a run", run=writer.run_id) from err
     runner.__dict__["_store_origin"] = (str(store.path), writer.run_id)
     return writer
@@ -1658,7 +1715,7 @@ def start_autosave(runner: AgentRunner, store: RunStore) -> _Writer:
 def autosave_warning(writer: _Writer, err: BaseException) -> None:
     from nbagent.store.autosave import AutosaveWarning
 
-    if isinstance(err, sqlite3.Error):
+    if isinstance(err, SQLITE_ERRORS):
         err = store_error(writer.store.path, err, "saving a step", run=writer.run_id)
     warnings.warn(
         f"autosave to {writer.store.path} failed: {err}; the store keeps its last committed step",
