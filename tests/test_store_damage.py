@@ -551,8 +551,8 @@ def test_fuzz_damaged_store_files_give_clear_errors_or_load(pristine: Pristine, 
         path.unlink()
     # the damage reached both outcomes: some files refused, some read (a flip in free space)
     assert any(k.endswith("error") for k in seen) and any(k.endswith("read") for k in seen), seen
-    # (a cut that takes exactly a run's newest log rows is not always seen: the README's limit;
-    # none was in 4,000 rounds of this mix, so more than one here is a fault)
+    # (a lost task row, or a run's newest log rows lost, is not always seen: the README's
+    # limit; one such was in ~20,000 rounds of this mix, so more than one here is a fault)
     assert len(changed) <= 1, changed
 
 

@@ -627,6 +627,8 @@ class RunStore:
             known = [py_text(r[0]) for r in self._db.execute("SELECT CAST(run_id AS BLOB) FROM runs ORDER BY created")]
             raise PersistError(f"{self.path}: no run {run!r}; stored runs: {known}")
         header, no, crc = head
+        if type(no) is not int:
+            raise DamagedRunError(self.path, f"its number in the runs table is {no!r}, not a number", run=run)
         strict = self._db.execute("SELECT 1 FROM meta WHERE name='checksums' AND value='all'").fetchone() is not None
         if not _header_intact(run, header, crc, strict):
             raise DamagedRunError(self.path, "its header row fails its checksum (changed bytes)", run=run)
