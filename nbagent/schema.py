@@ -295,7 +295,8 @@ class SkippedOutput(BaseModel):
 class TaskStepOutput(_LeanModel):
     """What a worker made of one step: its output, the steps that follow, whether it is last.
 
-    The runner fills ``latency_s`` and ``usage`` (tokens of the model calls made in the step).
+    The runner fills ``latency_s``, ``usage`` (tokens of the model calls made in the step) and
+    ``input`` (what the step ran with).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -310,6 +311,11 @@ class TaskStepOutput(_LeanModel):
     )
     latency_s: float | None = None
     usage: TokenUsage | None = None
+    input: str | None = Field(
+        default=None,
+        description="The input the step ran with (the runner fills it): the step's own input "
+        "may change later, e.g. undo_step(task, input=...) queues it again with new input.",
+    )
 
     @field_serializer("next_steps")
     def _next_as_ids(self, steps: list[TaskStep]) -> list[str]:

@@ -511,6 +511,7 @@ class AgentRunner(BaseAgent):
             # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
             # would add a few hundred bytes to every retained output
             output.__dict__["latency_s"] = latency
+            output.__dict__["input"] = picked.input  # kept when an undo gives the step new input
             if ctx.usage is not None:
                 output.__dict__["usage"] = ctx.usage
             if _sync.interrupted():  # its caller gave up while a blocking call ran
@@ -628,6 +629,7 @@ class AgentRunner(BaseAgent):
             output = TaskStepOutput(output=SkippedOutput(reason=reason), task_step=step, next_steps=follow,
                                     is_last=False)
             output.__dict__["latency_s"] = 0.0
+            output.__dict__["input"] = step.input
             self._commit(state, step, output, snap)
             self._after_step(state, output)
             self._emit(StepCompleted(state.task_id, step_id=step.step_id, is_last=False,

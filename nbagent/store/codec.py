@@ -218,6 +218,7 @@ def _output_record(enc: _Encoder, out: TaskStepOutput, p: Path_) -> dict[str, An
         },
         "output": enc.value(out.output, (p, ".output")),
         "tool_outputs": enc.value(out.tool_outputs, (p, ".tool_outputs")),
+        "input": out.input,
     }
 
 
@@ -514,6 +515,10 @@ def _task_from_dict(
             )
         except (ValidationError, TypeError) as err:
             raise PersistError(f"{src}: {w}: not a valid step output ({err})") from err
+        ran = od["input"] if "input" in od else step.input  # a file from before "input" was kept
+        if ran is not None and not isinstance(ran, str):
+            raise PersistError(f"{src}: {w}.input: expected text or null, got {type(ran).__name__}")
+        out.__dict__["input"] = ran
         latency = od.get("latency_s")
         if latency is not None:
             out.__dict__["latency_s"] = _number_field(latency, f"{w}.latency_s", src, "a number of seconds")

@@ -1274,6 +1274,7 @@ class _Writer:
             },
             "output": model,
             "tool_outputs": {"$type": "tuple", "items": []},
+            "input": out.input,
         }
 
     def _flat_record(self, d: dict[str, Any]) -> dict[str, Any] | None:
