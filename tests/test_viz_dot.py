@@ -124,13 +124,18 @@ def hostile_state() -> tuple[AgentRunner, Task]:
     return runner, task
 
 
-_ALLOWED_TAG = re.compile(r'<B>|</B>|<I>|</I>|<BR ALIGN="LEFT"/>|<FONT COLOR="#[0-9a-f]{6}">|</FONT>')
+_ALLOWED_TAG = re.compile(
+    r'<B>|</B>|<I>|</I>|<BR ALIGN="LEFT"/>|<FONT COLOR="#[0-9a-f]{6}">|</FONT>'
+    r'|<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#f8fafc" STYLE="rounded">'
+    r'<TR><TD ALIGN="LEFT" BALIGN="LEFT">|</TD></TR></TABLE>'
+)
 _LABEL = re.compile(r"label=<([^<>]*)>")
 _ATTR = r'[a-z]+=(?:"[^"\\\n]*"|<>)'
 _LINE_PATTERNS = [
     re.compile(r"digraph task \{"),
     re.compile(r"  subgraph cluster_legend \{"),
-    re.compile(r'    label="legend"; fontsize="9"; color="#[0-9a-f]{6}"; style="rounded";'),
+    re.compile(r'    label="legend"; fontsize="9"; color="#[0-9a-f]{6}"; style="rounded,filled"; fillcolor="#[0-9a-f]{6}"; '
+               r'fontcolor="#[0-9a-f]{6}";'),
     re.compile(rf"    legend_[a-z]+ \[{_ATTR}(, {_ATTR})*\];"),
     re.compile(r'    \{ rank="same"; legend_[a-z]+( -> legend_[a-z]+)* \[style="invis"\]; \}'),
     re.compile(r"  \}"),
@@ -211,7 +216,7 @@ LINEAR_PLAN: list[Any] = [
 
 LINEAR_SNAPSHOT = """\
 digraph task {
-  graph [rankdir="TB", bgcolor="#ffffff", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<B>task e3e70682 · completed</B><BR ALIGN="LEFT"/>input: What is 1+2?<BR ALIGN="LEFT"/><I>3 done</I><BR ALIGN="LEFT"/>>];
+  graph [rankdir="TB", bgcolor="transparent", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#f8fafc" STYLE="rounded"><TR><TD ALIGN="LEFT" BALIGN="LEFT"><B>task e3e70682 · completed</B><BR ALIGN="LEFT"/>input: What is 1+2?<BR ALIGN="LEFT"/><I>3 done</I><BR ALIGN="LEFT"/></TD></TR></TABLE>>];
   node [shape="box", fontname="Helvetica", fontsize="10", margin="0.12,0.06"];
   edge [color="#6b7280", arrowsize="0.7"];
   s0 [label=<<B>#1 done · f728b4fa</B><BR ALIGN="LEFT"/>in: What is 1+2?<BR ALIGN="LEFT"/>thought: I should add<BR ALIGN="LEFT"/>call: add(a=1, b=2)<BR ALIGN="LEFT"/>obs: 3<BR ALIGN="LEFT"/>out: 3<BR ALIGN="LEFT"/><I>0.25 s · 15 tok</I><BR ALIGN="LEFT"/>>, fillcolor="#dcfce7", color="#15803d", fontcolor="#052e16", style="rounded,filled"];
@@ -224,11 +229,11 @@ digraph task {
 
 BRANCHY_SNAPSHOT = """\
 digraph task {
-  graph [rankdir="LR", bgcolor="#ffffff", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<B>task e3e70682 · failed</B><BR ALIGN="LEFT"/>input: go<BR ALIGN="LEFT"/><I>1 queued, 1 done, 1 failed, 1 undone</I><BR ALIGN="LEFT"/>>];
+  graph [rankdir="LR", bgcolor="transparent", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#f8fafc" STYLE="rounded"><TR><TD ALIGN="LEFT" BALIGN="LEFT"><B>task e3e70682 · failed</B><BR ALIGN="LEFT"/>input: go<BR ALIGN="LEFT"/><I>1 queued, 1 done, 1 failed, 1 undone</I><BR ALIGN="LEFT"/></TD></TR></TABLE>>];
   node [shape="box", fontname="Helvetica", fontsize="10", margin="0.12,0.06"];
   edge [color="#6b7280", arrowsize="0.7"];
   s0 [label=<<B>#1 done · f728b4fa</B><BR ALIGN="LEFT"/>in: go<BR ALIGN="LEFT"/>out: a<BR ALIGN="LEFT"/><I>0.25 s</I><BR ALIGN="LEFT"/>>, fillcolor="#dcfce7", color="#15803d", fontcolor="#052e16", style="rounded,filled"];
-  s1 [label=<<B>#2 failed · eb1167b3</B><BR ALIGN="LEFT"/><FONT COLOR="#991b1b">error: RuntimeError: model down</FONT><BR ALIGN="LEFT"/><I>undone (dashed), to run again</I><BR ALIGN="LEFT"/>>, fillcolor="#fee2e2", color="#b91c1c", fontcolor="#450a0a", style="rounded,filled,bold"];
+  s1 [label=<<B>#2 failed · eb1167b3</B><BR ALIGN="LEFT"/><FONT COLOR="#991b1b">error: RuntimeError: model down</FONT><BR ALIGN="LEFT"/><I>ran before; its undone run is dashed</I><BR ALIGN="LEFT"/>>, fillcolor="#fee2e2", color="#b91c1c", fontcolor="#450a0a", style="rounded,filled,bold"];
   s2 [label=<<B>#3 queued · f7c1bd87</B><BR ALIGN="LEFT"/>>, fillcolor="#f1f5f9", color="#64748b", fontcolor="#1e293b", style="rounded,filled"];
   s3 [label=<<B>#3 undone · never ran · e443df78</B><BR ALIGN="LEFT"/>>, fillcolor="#f3f4f6", color="#6b7280", fontcolor="#374151", style="rounded,filled,dashed"];
   u0 [label=<<B>#2 undone run · eb1167b3</B><BR ALIGN="LEFT"/>out: b<BR ALIGN="LEFT"/><I>0.25 s</I><BR ALIGN="LEFT"/>>, fillcolor="#f3f4f6", color="#6b7280", fontcolor="#374151", style="rounded,filled,dashed"];
@@ -344,13 +349,13 @@ def test_undone_step_and_edge_are_kept_grey_and_dashed() -> None:
     assert "#3 undone · never ran" in _node_line(dot, n) and "dashed" in _node_line(dot, n)
     assert f'  u0 -> {n} [style="dashed", color="#6b7280"];' in dot
     assert "#2 queued" in _node_line(dot, "s1")
-    assert "undone (dashed), to run again" in _node_line(dot, "s1")
+    assert "ran before; its undone run is dashed" in _node_line(dot, "s1")  # queued, not "undone"
     # re-running forks: a new live edge, the undone branch stays, numbering does not shift
     runner.run_step(task)
     dot = task_to_dot(state)
     assert f'  u0 -> {n} [style="dashed", color="#6b7280"];' in dot
     assert "  s1 -> s3;" in dot and node_count(dot) == 5
-    assert "re-run after undo (dashed)" in _node_line(dot, "s1")
+    assert "ran again; its undone run is dashed" in _node_line(dot, "s1")
     assert "#3 queued" in _node_line(dot, "s3")
 
 
@@ -382,6 +387,29 @@ def test_undo_twice_draws_both_runs_as_a_dashed_branch_with_their_content() -> N
     dot = task_to_dot(state)
     assert "#2 undone run 1/2" in dot and "#2 undone run 2/2" in dot
     assert "out: again" in _node_line(dot, "u2")
+
+
+def test_an_undone_run_shows_the_input_it_ran_with_even_after_an_undo_with_new_input(tmp_path: Any) -> None:
+    """Notebook 02's Fahrenheit step: undone with new input, its dashed run still shows the
+    input it had; the step, queued again, shows the new one (live and static DOT alike)."""
+    plan: list[Any] = [{"out": "a"}, {"out": "77 F"}, {"out": "done", "last": True}]
+    runner, task = run_plan(plan, steps=1)
+    runner.run_step(task, input="Please give me Fahrenheit.")
+    live = runner.live_graph(task)
+    runner.undo_step(task, input="Actually, keep Celsius.")
+    state = runner.state_of(task)
+    live.flush()
+    for dot in (task_to_dot(state), live.source):
+        ghost = _node_line(dot, "u0")
+        assert "#2 undone run" in ghost and "in: Please give me Fahrenheit." in ghost and "Celsius" not in ghost
+        assert "#2 queued" in _node_line(dot, "s1") and "in: Actually, keep Celsius." in _node_line(dot, "s1")
+    undone = state.undone_outputs[0]
+    assert undone.input == "Please give me Fahrenheit." and undone.task_step.input == "Actually, keep Celsius."
+    # kept in a run file and in a run store too
+    for path in (tmp_path / "run.json", tmp_path / "runs.db"):
+        runner.save(path)
+        loaded = AgentRunner.load(path, runner.agent_worker)
+        assert task_to_dot(loaded.state_of(task.task_id)) == task_to_dot(state)
 
 
 def test_answer_node_is_marked() -> None:

@@ -91,7 +91,7 @@ def traced_run(wf: AgentWorkflow, text: str = "Weather in Paris?") -> tuple[RunT
 
 TINY_SNAPSHOT = """\
 digraph workflow {
-  graph [rankdir="TB", bgcolor="#ffffff", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.4", compound="true", label=<<B>Tiny · 2 steps · 3 event types</B><BR ALIGN="LEFT"/><I>boxes are steps, ellipses the events they take and return</I><BR ALIGN="LEFT"/>>];
+  graph [rankdir="TB", bgcolor="transparent", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.4", compound="true", label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#f8fafc" STYLE="rounded"><TR><TD ALIGN="LEFT" BALIGN="LEFT"><B>Tiny · 2 steps · 3 event types</B><BR ALIGN="LEFT"/><I>boxes are steps, ellipses the events they take and return</I><BR ALIGN="LEFT"/></TD></TR></TABLE>>];
   node [shape="box", fontname="Helvetica", fontsize="10", margin="0.12,0.06"];
   edge [color="#6b7280", arrowsize="0.7", fontname="Helvetica", fontsize="9"];
   e0 [label=<<B>StartEvent</B><BR ALIGN="LEFT"/>>, shape="ellipse", style="filled", fillcolor="#dcfce7", color="#15803d", fontcolor="#052e16"];
@@ -108,7 +108,7 @@ digraph workflow {
 
 RUN_SNAPSHOT = """\
 digraph run {
-  graph [rankdir="TB", bgcolor="#ffffff", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.4", compound="true", label=<<B>run · done · 3 agent steps · answered by weather</B><BR ALIGN="LEFT"/>>];
+  graph [rankdir="TB", bgcolor="transparent", pad="0.1", fontname="Helvetica", fontsize="11", fontcolor="#374151", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.4", compound="true", label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#f8fafc" STYLE="rounded"><TR><TD ALIGN="LEFT" BALIGN="LEFT"><B>run · done · 3 agent steps · answered by weather</B><BR ALIGN="LEFT"/></TD></TR></TABLE>>];
   node [shape="box", fontname="Helvetica", fontsize="10", margin="0.12,0.06"];
   edge [color="#6b7280", arrowsize="0.7", fontname="Helvetica", fontsize="9"];
   user [label=<<B>user: Weather in Paris?</B><BR ALIGN="LEFT"/>>, style="rounded,filled", fillcolor="#dbeafe", color="#1d4ed8", fontcolor="#172554"];
@@ -123,7 +123,7 @@ digraph run {
     t2 [label=<<B>step 3</B><BR ALIGN="LEFT"/>Sunny.<BR ALIGN="LEFT"/>>, style="rounded,filled", fillcolor="#dcfce7", color="#15803d", fontcolor="#052e16"];
   }
   user -> t0;
-  t0 -> t1 [color="#7c3aed", fontcolor="#7c3aed", penwidth="2.2", label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD WIDTH="10"></TD><TD ALIGN="LEFT" BALIGN="LEFT">handoff: weather<BR ALIGN="LEFT"/></TD></TR></TABLE>>];
+  t0 -> t1 [color="#7c3aed", fontcolor="#7c3aed", penwidth="2.2", label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD WIDTH="10"></TD><TD ALIGN="LEFT" BALIGN="LEFT" BGCOLOR="#f8fafc">handoff: weather<BR ALIGN="LEFT"/></TD></TR></TABLE>>];
   t1 -> t1c0;
   t1c0 -> t2;
   answer [label=<<B>answer · weather</B><BR ALIGN="LEFT"/>Sunny.<BR ALIGN="LEFT"/>>, style="rounded,filled", peripheries="2", fillcolor="#e0e7ff", color="#4338ca", fontcolor="#1e1b4b"];
@@ -138,7 +138,11 @@ _TAGS = re.compile(
     r'</?B>|</?I>|<FONT COLOR="#[0-9a-f]{6}">|</FONT>|<BR ALIGN="LEFT"/>'
     # the handoff label's table: a gap column, then the text (our constants only)
     r'|<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD WIDTH="10"></TD>'
-    r'<TD ALIGN="LEFT" BALIGN="LEFT">|</TD></TR></TABLE>'
+    r'<TD ALIGN="LEFT" BALIGN="LEFT" BGCOLOR="#f8fafc">|</TD></TR></TABLE>'
+    # the title's light box, and a short edge label's
+    r'|<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="#f8fafc" STYLE="rounded">'
+    r'<TR><TD ALIGN="LEFT" BALIGN="LEFT">'
+    r'|<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2" BGCOLOR="#f8fafc"><TR><TD>'
 )
 _LINE = [
     re.compile(r"digraph (workflow|agents|run) \{"),

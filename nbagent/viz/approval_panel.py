@@ -60,8 +60,15 @@ class _Row:
             lambda _: panel._click(lambda: panel.edit(cid, parse_arguments(self.arguments.value)))
         )
         self.reject_button.on_click(lambda _: panel._click(lambda: panel.reject(cid, self.reason.value or None)))
+        # the row wraps between groups, never inside one: Reject stays beside its reason box
+        # and Approve / Edit beside the arguments they use
+        def group(*children: Any, grow: str = "0 0 auto") -> Any:
+            return W.HBox(list(children), layout=W.Layout(flex=grow, flex_flow="row nowrap", align_items="center",
+                                                           max_width="100%"))
+
         self.widget = W.HBox(
-            [self.label, self.arguments, self.approve_button, self.edit_button, self.reason, self.reject_button],
+            [self.label, group(self.arguments, self.approve_button, self.edit_button, grow="1 1 24em"),
+             group(self.reason, self.reject_button)],
             layout=W.Layout(flex_flow="row wrap", align_items="center"),
         )
         self.widget.add_class("nbagent-approval-row")

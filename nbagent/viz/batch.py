@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
 from nbagent.viz.escape import html_text, preview, short_id
+from nbagent.viz.live import DISABLED_BUTTON_CSS
 
 if TYPE_CHECKING:
     from nbagent.batch import BatchItem, BatchRun
+
+_DISABLED_CSS = DISABLED_BUTTON_CSS.replace("SCOPE", ".nbagent-batch")
 
 __all__ = ["BatchGrid", "TqdmProgress", "batch_summary_html", "start_progress", "STATUS_STYLE"]
 
@@ -58,6 +61,7 @@ _CSS = """
 .nbagent-batch td.nbb-num{text-align:right;font-variant-numeric:tabular-nums}
 .nbagent-batch .nbb-err{color:var(--jp-error-color1,#b91c1c)}
 .nbagent-batch .nbb-note{color:var(--jp-ui-font-color2,#57606a)}
+.nbagent-batch .nbb-stop.jupyter-button:not([disabled]){background:#b91c1c;color:#fff}
 """
 
 
@@ -210,9 +214,9 @@ export default { render };
 """
 
 _GRID_CSS = """
-.nbb-grid{display:flex;flex-wrap:wrap;gap:2px;max-height:16em;overflow:auto;padding:2px}
-.nbb-gcell{width:12px;height:12px;border:1px solid;border-radius:2px;box-sizing:border-box;cursor:pointer}
-.nbb-gcell:hover{transform:scale(1.3)}
+.nbb-grid{display:flex;flex-wrap:wrap;gap:4px;max-height:20em;overflow:auto;padding:3px}
+.nbb-gcell{width:20px;height:20px;border:1px solid;border-radius:3px;box-sizing:border-box;cursor:pointer}
+.nbb-gcell:hover{transform:scale(1.15)}
 """
 
 _GRID_CLASS: Any = None
@@ -254,8 +258,10 @@ class BatchGrid:
         self.selected: int | None = None
         self._lock = threading.RLock()
         self.status = W.HTML(value="")
-        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger",
+        # red only while it can act (_CSS): a button_style would stay red when disabled
+        self.stop_button = W.Button(description="Stop", icon="stop",
                                     tooltip="start no new task, cancel the running ones, keep what finished")
+        self.stop_button.add_class("nbb-stop")
         self.stop_button.on_click(lambda _b: self._click_stop())
         self.cells = _grid_class()(
             statuses=batch.statuses(),
@@ -265,16 +271,13 @@ class BatchGrid:
         self.detail = W.HTML(value='<div class="nbb-note">click a cell to open its task</div>')
         self.graph = LiveGraph(batch.runner, None, throttle_s=throttle_s)
         self.transcript = W.HTML(value="")
-        self.graph.widget.layout.display = "none"
         header = W.HBox([self.status, self.stop_button])
-        self.widget = W.VBox([
-            W.HTML(value=f"<style>{_CSS}</style>"),
-            header,
-            self.cells,
-            self.detail,
-            self.graph.widget,
-            self.transcript,
-        ])
+        # the graph joins the layout only once a task is open: drawn while hidden
+        # (display: none), the in-browser renderer has no size and fails
+        self._closed_children = (W.HTML(value=f"<style>{_CSS}{_DISABLED_CSS}</style>"), header, self.cells,
+                                 self.detail, self.transcript)
+        self._open_children = (*self._closed_children[:4], self.graph.widget, self.transcript)
+        self.widget = W.VBox(list(self._closed_children))
         self.widget.add_class("nbagent-batch")
         self.redraws = 0
         self._throttle = Throttle(self._draw, throttle_s)
@@ -319,22 +322,32 @@ class BatchGrid:
             self.selected = index
             if index is None:
                 self.detail.value = '<div class="nbb-note">click a cell to open its task</div>'
-                self.graph.widget.layout.display = "none"
+                self._show_graph(False)
                 self.transcript.value = ""
                 return
             item = self.batch.items[index]
             self.detail.value = self._detail_html(item)
             state = self.batch.runner.tasks.get(item.task_id) if item.task_id else None
             if state is None:
-                self.graph.widget.layout.display = "none"
+                self._show_graph(False)
                 self.graph.show(None)
                 self.transcript.value = ""
                 return
-            self.graph.widget.layout.display = ""
             self.graph.show(state.task_id)
+            self._show_graph(True)
             from nbagent.viz.html import transcript_html
 
             self.transcript.value = transcript_html(self.batch.transcript(index))
+
+    def _show_graph(self, shown: bool) -> None:
+        children = self._open_children if shown else self._closed_children
+        if tuple(self.widget.children) != children:
+            self.widget.children = children
+
+    @property
+    def graph_shown(self) -> bool:
+        """Whether the open task's graph is in the layout (it is only while a task is open)."""
+        return self.graph.widget in self.widget.children
 
     def _detail_html(self, item: BatchItem) -> str:
         from nbagent.batch import _error_text

@@ -400,11 +400,11 @@ def _step_node(
             lines.append((preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
     if undone_outs and status is not _S_UNDONE:
         n = len(undone_outs)
-        times = f" ×{n}" if n > 1 else ""
+        runs = "its undone run is dashed" if n == 1 else f"its {n} undone runs are dashed"
         if status is _S_DONE:
-            lines.append((f"re-run after undo{times} (dashed)", "muted"))
-        else:
-            lines.append((f"undone{times} (dashed), to run again", "muted"))
+            lines.append((f"ran again; {runs}", "muted"))
+        else:  # queued (or failed, held...) again after an undo
+            lines.append((f"ran before; {runs}", "muted"))
     attrs = _SKIPPED_ATTRS if skipped else _ANSWER_ATTRS if is_answer else _ATTRS[status]
     return _Node(name="", attrs=attrs, label=lines)  # shared: read only
 
@@ -467,6 +467,8 @@ def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int)
     lines: list[tuple[str, str]] = [
         (f"#{number} undone run{which} · {short_id(out.task_step.step_id)}", "head")
     ]
+    if out.input is not None:  # what this run had (an undo may have given the step new input)
+        lines.append((f"in: {preview(out.input, limit)}", "text"))
     lines.extend(_output_lines(out, limit))
     if len(lines) == 1:
         lines.append(("(no output)", "muted"))
@@ -788,12 +790,26 @@ def _title_top(task_id: str, task_input: str, task_status: str, max_label: int, 
             + _label_piece(f"input: {preview(task_input, max_label)}", "text", width))
 
 
+# The graph's background is transparent (no white box on a dark page) and every text sits on
+# a light shape: nodes are filled, and the title (and an edge's label) is in a light table.
+TITLE_BG = "#f8fafc"
+_TITLE_OPEN = (f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="{TITLE_BG}" '
+               'STYLE="rounded"><TR><TD ALIGN="LEFT" BALIGN="LEFT">')
+_TITLE_CLOSE = "</TD></TR></TABLE>"
+
+
+def boxed_label(inner: str) -> str:
+    """An HTML-like label whose text (``inner``: label markup without the outer ``<>``) sits
+    in a light rounded box, readable on a light or a dark page."""
+    return f"<{_TITLE_OPEN}{inner}{_TITLE_CLOSE}>"
+
+
 def _header_from(top: str, counts: dict[str, int], rankdir: str, wrap: int) -> list[str]:
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    label = "<" + top + _label_piece(summary or "no steps", "muted", max(wrap, 60)) + ">"
+    label = boxed_label(top + _label_piece(summary or "no steps", "muted", max(wrap, 60)))
     return [
         "digraph task {",
-        f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
+        f'  graph [rankdir="{rankdir}", bgcolor="transparent", pad="0.1", fontname="{_FONT}", fontsize="11", '
         f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
         f"label={label}];",
         f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
@@ -819,7 +835,8 @@ def _node_line(node: _Node, wrap: int) -> str:
 
 def _legend_lines(wrap: int) -> list[str]:
     lines = ['  subgraph cluster_legend {']
-    lines.append(f'    label="legend"; fontsize="9"; color="{_UNDONE_EDGE_COLOR}"; style="rounded";')
+    lines.append(f'    label="legend"; fontsize="9"; color="{_UNDONE_EDGE_COLOR}"; style="rounded,filled"; '
+                 f'fillcolor="{TITLE_BG}"; fontcolor="{_TITLE_COLOR}";')
     for status in STATUS_ORDER:
         fill, border, font = STATUS_COLORS[status]
         attrs = {

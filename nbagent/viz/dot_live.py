@@ -45,6 +45,7 @@ from nbagent.viz.dot import (
     _label_piece,
     _legend_lines,
     _BR,
+    _TITLE_CLOSE,
     _node_line,
     _plain_step_line,
     _status,
@@ -944,7 +945,7 @@ class LiveDot:
             title = _title_top(task.task_id, task.input, value, opts["max_label"], opts["wrap"])
             head = _header_from(title + "\0", {}, opts["rankdir"], opts["wrap"])
             pre, post = head[1].split("\0", 1)
-            post = post[post.index(">];"):]  # what follows the summary line
+            post = post[post.index(_TITLE_CLOSE):]  # what follows the summary line
             top = self._top = (task_status, task.task_id, task.input, head[0] + "\n" + pre,
                                "\n".join([post, *head[2:]]))
             self._head = None

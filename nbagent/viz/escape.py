@@ -58,18 +58,28 @@ def clean(text: Any) -> str:
     return _BAD_CHARS.sub(_REPLACEMENT, s)
 
 
-def truncate(text: str, limit: int | None) -> str:
-    """At most ``limit`` characters; a cut string ends with an ellipsis. ``None``: no limit."""
+def truncate(text: str, limit: int | None, *, words: bool = False) -> str:
+    """At most ``limit`` characters; a cut string ends with an ellipsis. ``None``: no limit.
+    ``words``: cut at a space (prose reads better without half a word), unless that would
+    drop more than half the text kept."""
     if limit is None or len(text) <= limit:
         return text
     if limit < 1:
         return ELLIPSIS
-    return text[: limit - 1] + ELLIPSIS
+    kept = text[: limit - 1]
+    if not words:
+        return kept + ELLIPSIS
+    if text[limit - 1] != " ":
+        space = kept.rfind(" ")
+        if space > limit // 2:
+            kept = kept[:space]
+    return kept.rstrip() + ELLIPSIS
 
 
-def preview(value: Any, limit: int | None = 80) -> str:
-    """A one-line, cleaned, length-bounded rendering of ``value`` (whitespace collapsed)."""
-    return truncate(" ".join(clean(value).split()), limit)
+def preview(value: Any, limit: int | None = 80, *, words: bool = False) -> str:
+    """A one-line, cleaned, length-bounded rendering of ``value`` (whitespace collapsed);
+    ``words``: cut at a word's end."""
+    return truncate(" ".join(clean(value).split()), limit, words=words)
 
 
 def html_text(value: Any, limit: int | None = None) -> str:

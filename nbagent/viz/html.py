@@ -108,6 +108,8 @@ def _badge_rules() -> str:
     return "\n".join(rules)
 
 
+# A <pre> is at most 18 lines of 1.4em (content box): a long one scrolls, and its edge falls
+# between two lines, never through one.
 CSS = (
     """
 .nbagent{--nb-fg:var(--jp-ui-font-color1,#1f2328);--nb-fg2:var(--jp-ui-font-color2,#57606a);
@@ -123,7 +125,8 @@ max-width:100%;box-sizing:border-box;overflow-wrap:anywhere}
 .nbagent code,.nbagent pre{font-family:var(--jp-code-font-family,ui-monospace,SFMono-Regular,Menlo,monospace);
 font-size:var(--jp-code-font-size,12px);color:var(--nb-fg)}
 .nbagent pre{white-space:pre-wrap;word-break:break-word;background:var(--nb-bg2);
-border:1px solid var(--nb-border);border-radius:4px;padding:4px 6px;margin:3px 0;max-height:24em;overflow:auto}
+border:1px solid var(--nb-border);border-radius:4px;padding:4px 6px;margin:3px 0;overflow:auto;
+line-height:1.4;max-height:calc(18 * 1.4em);box-sizing:content-box}
 .nbagent code.nb-id{background:var(--nb-bg2);border:1px solid var(--nb-border);border-radius:3px;padding:0 3px}
 .nbagent .nb-badge{display:inline-block;padding:0 7px;border:1px solid;border-radius:9px;
 font-size:0.85em;font-weight:600;line-height:1.5;white-space:nowrap;vertical-align:baseline}
@@ -332,12 +335,18 @@ def _transcript_body(messages: Sequence[ChatMessage]) -> str:
     return "".join(_message_html(m) for m in messages)
 
 
-def transcript_html(messages: Sequence[ChatMessage]) -> str:
-    """A chat transcript: one block per message, role badge, text, tool calls."""
+def transcript_html(messages: Sequence[ChatMessage], *, recent: int | None = None) -> str:
+    """A chat transcript: one block per message, role badge, text, tool calls. ``recent``:
+    show only the last ``recent`` messages, the earlier ones folded (whole messages, never a
+    box that cuts one in the middle)."""
 
     def build() -> str:
         msgs = list(messages)
         head = f'<div class="nb-head">Chat · {len(msgs)} message{"s" if len(msgs) != 1 else ""}</div>'
+        if recent is not None and len(msgs) > recent:
+            earlier, msgs = msgs[: len(msgs) - recent], msgs[len(msgs) - recent:]
+            word = "message" if len(earlier) == 1 else "messages"
+            head += _details(f"{len(earlier)} earlier {word}", _transcript_body(earlier))
         return _card("transcript", head + _transcript_body(msgs))
 
     return _safely("this transcript could not be drawn", build)
@@ -555,7 +564,7 @@ def _timeline_body(state: TaskState, *, max_label: int = _PREVIEW, max_items: in
         head, tail = indexed[:half], indexed[-half:]
         items += [_timeline_item(state, i, sid, undone_next, max_label) for i, sid in head]
         hidden = len(indexed) - len(head) - len(tail)
-        items.append(f'<li class="nb-muted">… {hidden} more steps …</li>')
+        items.append(f'<li class="nb-muted">… {hidden} more step{"" if hidden == 1 else "s"} …</li>')
         items += [_timeline_item(state, i, sid, undone_next, max_label) for i, sid in tail]
     else:
         items = [_timeline_item(state, i, sid, undone_next, max_label) for i, sid in indexed]

@@ -27,14 +27,14 @@ if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
     from nbagent.runner.state import TaskState
 
-__all__ = ["LiveGraph", "Throttle", "EMPTY_DOT", "live_view_available"]
+__all__ = ["LiveGraph", "Throttle", "EMPTY_DOT", "DISABLED_BUTTON_CSS", "live_view_available"]
 
 log = logging.getLogger("nbagent.viz")
 
 EMPTY_DOT = (
     "digraph task {\n"
     '  graph [bgcolor="transparent"];\n'
-    '  empty [shape="box", style="rounded,dashed", color="#9ca3af", fontcolor="#6b7280", '
+    '  empty [shape="box", style="rounded,dashed,filled", fillcolor="#f8fafc", color="#9ca3af", fontcolor="#4b5563", '
     'fontname="Helvetica", fontsize="10", label="no task yet: create one"];\n'
     "}\n"
 )
@@ -60,6 +60,13 @@ _CSS = """
 }
 """
 
+
+# A disabled button looks off in either theme: no fill, a dashed outline, muted text (a
+# faded colour would still read as a live Stop on a dark page). SCOPE is the widget's class.
+DISABLED_BUTTON_CSS = """
+SCOPE .jupyter-button[disabled]{background:transparent;color:var(--jp-ui-font-color2,#57606a);
+ border:1px dashed var(--jp-border-color1,#8c959f);box-shadow:none;opacity:0.75}
+"""
 
 class Throttle:
     """Call ``fn`` at most once per ``interval_s``; a request made meanwhile is never lost.
@@ -547,6 +554,7 @@ def _error_dot(err: BaseException) -> str:
     esc = html_text(f"{type(err).__name__}: {err}", 200)
     return (
         "digraph task {\n"
-        f'  error [shape="box", color="#b91c1c", fontcolor="#991b1b", label=<{esc}>];\n'
+        f'  error [shape="box", style="filled", fillcolor="#fee2e2", color="#b91c1c", fontcolor="#991b1b", '
+        f'label=<{esc}>];\n'
         "}\n"
     )

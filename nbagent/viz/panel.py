@@ -43,7 +43,7 @@ from nbagent.runner.base import TaskStateError
 from nbagent.runner.state import StepStatus, TaskStatus
 from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
 from nbagent.viz.escape import html_text, preview, short_id
-from nbagent.viz.live import LiveGraph, Throttle, widget_bundle
+from nbagent.viz.live import DISABLED_BUTTON_CSS, LiveGraph, Throttle, widget_bundle
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
@@ -71,23 +71,23 @@ _PANEL_CSS = """
 .nbagent-panel .nbagent-note{color:var(--jp-ui-font-color2,#57606a)}
 .nbagent-panel .nbagent-badge{display:inline-block;padding:0 7px;border-radius:9px;
  border:1px solid;font-weight:600;font-size:0.9em}
-.nbagent-panel .nbagent-tail{display:flex;flex-direction:column-reverse;max-height:10em;
- overflow:auto;border-radius:4px;border:1px solid var(--jp-border-color2,#d0d7de);
- background:var(--jp-layout-color2,#f6f8fa)}
+.nbagent-panel .nbagent-tail{display:flex;flex-direction:column-reverse;overflow:auto;
+ font-size:var(--jp-code-font-size,12px);max-height:calc(7 * 1.4em + 8px);border-radius:4px;
+ border:1px solid var(--jp-border-color2,#d0d7de);background:var(--jp-layout-color2,#f6f8fa)}
 .nbagent-panel .nbagent-tokens pre{font-family:var(--jp-code-font-family,monospace);
- font-size:var(--jp-code-font-size,12px);white-space:pre-wrap;word-break:break-word;margin:0;
- padding:4px 6px;min-height:2.5em;background:transparent;color:var(--jp-ui-font-color1,#1f2328);
+ font-size:inherit;line-height:1.4;white-space:pre-wrap;word-break:break-word;margin:0;
+ padding:4px 6px;min-height:2.8em;background:transparent;color:var(--jp-ui-font-color1,#1f2328);
  border:none}
-.nbagent-panel .nbagent-scroll{max-height:22em;overflow:auto}
 .nbagent-panel .nbagent-graphbox{border:1px solid var(--jp-border-color2,#d0d7de);
  border-radius:4px;background:var(--jp-layout-color0,transparent)}
 .nbagent-panel .nbagent-btn-step.jupyter-button:not([disabled]){background:#1565c0;color:#fff}
 .nbagent-panel .nbagent-btn-run.jupyter-button:not([disabled]){background:#2e7d32;color:#fff}
 .nbagent-panel .nbagent-btn-stop.jupyter-button:not([disabled]){background:#b45309;color:#fff}
 .nbagent-panel .nbagent-btn-retry.jupyter-button:not([disabled]){background:#b91c1c;color:#fff}
-"""
+""" + DISABLED_BUTTON_CSS.replace("SCOPE", ".nbagent-panel")
 # the coloured buttons: Jupyter's own success/warning/danger colours carry white text at
-# 2-4:1; these keep the same hues at >= 4.9:1 in light and dark themes
+# 2-4:1; these keep the same hues at >= 4.9:1 in light and dark themes. The Streaming box
+# is 7 lines of 1.4em tall, so its edge falls between two lines, never through one.
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -149,12 +149,14 @@ class AgentPanel:
                                    layout=W.Layout(flex="1 1 auto", width="auto", min_width="12em"))
         self.new_task_box.add_class("nbagent-new-task-text")
         self.new_task_button = button("New task", "plus", "", "nbagent-btn-new", "Create a task with this input")
-        self.step_button = button("Run step", "step-forward", "primary", "nbagent-btn-step", "Run the next step")
-        self.run_button = button("Run to end", "fast-forward", "success", "nbagent-btn-run",
+        # the coloured buttons get their colour from _PANEL_CSS, only while enabled (a
+        # button_style would keep it when disabled, so a disabled Stop would look live)
+        self.step_button = button("Run step", "step-forward", "", "nbagent-btn-step", "Run the next step")
+        self.run_button = button("Run to end", "fast-forward", "", "nbagent-btn-run",
                                  "Run steps until the task is done (in the background)")
-        self.stop_button = button("Stop", "stop", "warning", "nbagent-btn-stop", "Stop after the running step")
+        self.stop_button = button("Stop", "stop", "", "nbagent-btn-stop", "Stop after the running step")
         self.undo_button = button("Undo", "undo", "", "nbagent-btn-undo", "Take back the last step")
-        self.retry_button = button("Retry", "repeat", "danger", "nbagent-btn-retry", "Run the failed step again")
+        self.retry_button = button("Retry", "repeat", "", "nbagent-btn-retry", "Run the failed step again")
         self.skip_button = button("Skip", "forward", "", "nbagent-btn-skip",
                                   "Mark the failed step done without running it, and go on")
         self.abandon_button = button("Abandon", "times", "", "nbagent-btn-abandon",
@@ -200,14 +202,13 @@ class AgentPanel:
                                           max_height="640px", padding="4px",
                                           flex_flow="column-reverse"))
         graph_box.add_class("nbagent-graphbox")
-        scroll_inspector = W.Box([self.inspector], layout=W.Layout(max_height="22em", overflow="auto"))
-        # column-reverse keeps a scrolled box pinned to its end: the newest messages show first
-        scroll_transcript = W.Box([self.transcript], layout=W.Layout(
-            max_height="22em", overflow="auto", flex_flow="column-reverse"))
+        # the inspector and the transcript are not scroll boxes (a box's edge would cut a line
+        # in two): the inspector shows one step, the transcript its last messages whole and
+        # the earlier ones folded (TRANSCRIPT_RECENT)
         side = W.VBox(
             [heading("Streaming"), self.tokens_view,
-             heading("Inspect step"), self.step_picker, scroll_inspector,
-             heading("Transcript"), scroll_transcript],
+             heading("Inspect step"), self.step_picker, self.inspector,
+             heading("Transcript"), self.transcript],
             layout=W.Layout(flex="2 1 0%", min_width="280px", padding="0 0 0 8px"),
         )
         self.widget = W.VBox(
@@ -232,6 +233,8 @@ class AgentPanel:
         self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
         self._draw_tokens()
         self._refresh()
+
+    TRANSCRIPT_RECENT = 8  # messages the transcript shows whole; the earlier ones are folded
 
     # ----- what is selected --------------------------------------------------------------
     @property
@@ -264,6 +267,7 @@ class AgentPanel:
         self._task_id = None if state is None else state.task_id
         self._follow_latest = True
         self._reset_tokens()
+        self._draw_tokens()  # not the previous task's stream
         self.graph.show(self._task_id)
         self._set_notice("")
         self._refresh_now()
@@ -860,7 +864,7 @@ class AgentPanel:
     def _transcript_html(self, state: TaskState | None) -> str:
         from nbagent.viz.html import transcript_html
 
-        return transcript_html(self.transcript_messages())
+        return transcript_html(self.transcript_messages(), recent=self.TRANSCRIPT_RECENT)
 
     # ----- display -----------------------------------------------------------------------
     def static_html(self) -> str:

@@ -15,11 +15,13 @@ same text.
 
 from __future__ import annotations
 
+import html
+
 from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
 from nbagent.runner.state import StepStatus
-from nbagent.viz.dot import RANKDIRS, STATUS_COLORS, _attr_list, _render_label
+from nbagent.viz.dot import RANKDIRS, STATUS_COLORS, TITLE_BG, _attr_list, _render_label, boxed_label
 from nbagent.viz.escape import args_preview, clean, preview
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ __all__ = [
 
 _FONT = "Helvetica"
 _EDGE_COLOR = "#6b7280"
-_TITLE_COLOR = "#374151"  # >= 4.5:1 on the white graph background
+_TITLE_COLOR = "#374151"  # >= 4.5:1 on the light boxes texts sit in (the background is transparent)
 _MUTED_COLOR = "#9ca3af"
 HANDOFF_COLOR = "#7c3aed"
 
@@ -92,12 +94,18 @@ def check_workflow_options(**options: Any) -> None:
 def _header(name: str, rankdir: str, title: list[tuple[str, str]], wrap: int) -> list[str]:
     return [
         f"digraph {name} {{",
-        f'  graph [rankdir="{rankdir}", bgcolor="#ffffff", pad="0.1", fontname="{_FONT}", fontsize="11", '
+        f'  graph [rankdir="{rankdir}", bgcolor="transparent", pad="0.1", fontname="{_FONT}", fontsize="11", '
         f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.4", '
-        f"compound=\"true\", label={_render_label(title, max(wrap, 60))}];",
+        f"compound=\"true\", label={boxed_label(_render_label(title, max(wrap, 60))[1:-1])}];",
         f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
         f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7", fontname="{_FONT}", fontsize="9"];',
     ]
+
+
+def _edge_label(text: str) -> str:
+    """A short edge label on a light box (the graph's background is transparent)."""
+    return (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2" BGCOLOR="{TITLE_BG}">'
+            f'<TR><TD>{html.escape(text)}</TD></TR></TABLE>>')
 
 
 def _colors(c: tuple[str, str, str]) -> dict[str, str]:
@@ -153,7 +161,7 @@ def workflow_to_dot(workflow: Workflow, *, rankdir: str = "TB", max_label: int =
         if spec.num_workers > 1:
             label.append((f"{spec.num_workers} at a time", "muted"))
         if spec.doc:
-            label.append((preview(spec.doc, max_label), "text"))
+            label.append((preview(spec.doc, max_label, words=True), "text"))
         lines.append(_node(f"s{i}", label, wrap, style="rounded,filled", **_colors(_STEP)))
     for i, spec in enumerate(specs):
         for cls in spec.accepts:
@@ -188,7 +196,7 @@ def agents_to_dot(workflow: Any, *, rankdir: str = "LR", max_label: int = 60, wr
         head = preview(agent.name, max_label) + (" · root" if agent.name == root else "")
         label = [(head, "head"), (f"{type(agent).__name__} · {preview(_model_name(agent.llm), 40)}", "muted")]
         if agent.description:
-            label.append((preview(agent.description, max_label), "text"))
+            label.append((preview(agent.description, max_label, words=True), "text"))
         tools = [t.name for t in agent.tools]
         if tools:
             label.append((preview("tools: " + ", ".join(tools), max_label), "text"))
@@ -198,7 +206,7 @@ def agents_to_dot(workflow: Any, *, rankdir: str = "LR", max_label: int = 60, wr
         if agent.name == root:
             attrs["penwidth"] = "2"
         lines.append(_node(names[agent.name], label, wrap, **attrs))
-    lines.append(f"  user -> {names[root]} [label=<start>];")
+    lines.append(f"  user -> {names[root]} [label={_edge_label('start')}, fontcolor=\"{_TITLE_COLOR}\"];")
     for agent in agents:
         for target in workflow.handoff_targets(agent.name):
             lines.append(
@@ -237,7 +245,7 @@ def _turn_lines(turn: Turn, number: int, limit: int) -> list[tuple[str, str]]:
         head += " · unusable reply, asked again"
     lines = [(head, "head")]
     if turn.text:
-        lines.append((preview(turn.text, limit), "text"))
+        lines.append((preview(turn.text, limit, words=True), "text"))
     calls = [c.tool_name for c in turn.tool_calls if not (c.is_handoff and turn.handoff_to)]
     if turn.handoff_to:
         lines.append((f"hands off to {preview(turn.handoff_to, 40)}", "muted"))
@@ -276,7 +284,7 @@ def run_to_dot(
         title.append((f"{hidden} earlier agent step{'s' if hidden != 1 else ''} not shown", "muted"))
     lines = _header("run", rankdir, title, wrap)
 
-    user_text = "user" if trace.user_msg is None else f"user: {preview(trace.user_msg, max_label)}"
+    user_text = "user" if trace.user_msg is None else f"user: {preview(trace.user_msg, max_label, words=True)}"
     lines.append(_node("user", [(user_text, "head")], wrap, style="rounded,filled", **_colors(_USER)))
 
     turn_node = {t.index: f"t{t.index}" for t in shown}
@@ -339,7 +347,8 @@ def run_to_dot(
         if hidden == 0:
             lines.append(f"  user -> {turn_node[shown[0].index]};")
         else:
-            lines.append(f'  user -> {turn_node[shown[0].index]} [style="dotted", label=<…>];')
+            lines.append(f'  user -> {turn_node[shown[0].index]} [style="dotted", label={_edge_label("…")}, '
+                         f'fontcolor="{_TITLE_COLOR}"];')
     elif trace.root is not None and trace.root in first_node:
         lines.append(f'  user -> {first_node[trace.root]} [style="dashed", color="{_MUTED_COLOR}"];')
     for a, b in zip(shown, shown[1:]):
@@ -352,7 +361,8 @@ def run_to_dot(
             # box against the edge, so without the gap the arrow runs through its first letters
             text = _render_label([(reason, "text")], 24)[1:-1]
             label = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR>'
-                     f'<TD WIDTH="10"></TD><TD ALIGN="LEFT" BALIGN="LEFT">{text}</TD></TR></TABLE>>')
+                     f'<TD WIDTH="10"></TD><TD ALIGN="LEFT" BALIGN="LEFT" BGCOLOR="{TITLE_BG}">{text}</TD>'
+                     f'</TR></TABLE>>')
             lines.append(
                 f'  {na} -> {nb} [color="{HANDOFF_COLOR}", fontcolor="{HANDOFF_COLOR}", penwidth="2.2", '
                 f"label={label}];"
@@ -368,7 +378,7 @@ def run_to_dot(
         for c in call_nodes.get(last.index, []):
             lines.append(f"  {turn_node[last.index]} -> {c};")
     if status == "done":
-        answer = [(f"answer · {preview(trace.answered_by or '?', 40)}", "head"), (preview(trace.answer or "", max_label), "text")]
+        answer = [(f"answer · {preview(trace.answered_by or '?', 40)}", "head"), (preview(trace.answer or "", max_label, words=True), "text")]
         lines.append(_node("answer", answer, wrap, style="rounded,filled", peripheries="2", **_colors(_ANSWER)))
         if shown:
             src = turn_node[shown[-1].index]

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from nbagent._counts import counted
 from nbagent.viz.escape import html_text, preview
 from nbagent.viz.live import widget_bundle
 
@@ -239,7 +240,13 @@ class WorkflowPanel:
             return "No run yet: type a message and click Start."
         busy = self.running_task is not None and not self.running_task.done()
         state = "running a step" if busy and h.status != "waiting" else h.status
-        return f"Run {state}; {self.steps} step(s) taken."
+        # the run's one count: workflow steps (what Step runs); the graph draws the agent
+        # steps among them (model calls), which its title counts
+        text = f"Run {state}; {counted(self.steps, 'workflow step')} taken"
+        agent_steps = len(self.view.trace.turns)
+        if agent_steps:
+            text += f", {agent_steps} of them {'an agent step' if agent_steps == 1 else 'agent steps'}"
+        return text + "."
 
     def _question_text(self) -> str:
         h = self.handler

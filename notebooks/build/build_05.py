@@ -149,7 +149,8 @@ injected message are gone from the task, and the step is queued again with its o
     code("""
 panel.undo()
 print(panel)
-print("queued:", [s.input for s in agent.get_upcoming_steps(task)])
+step = agent.get_upcoming_steps(task)[0]
+print("queued again:", step.step_id[:8], "· input:", step.input or "none (the injected text is gone)")
 """),
     md("""
 **A failure**: inject the text again and run the step; this time the model call fails. The

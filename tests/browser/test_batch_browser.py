@@ -5,7 +5,8 @@ A notebook written here starts a batch of 16 tasks (a slow offline model, two at
 the background and shows its grid. The test waits until some cells are done, clicks one (a
 real click on the cell's element), waits for that task's answer, graph and transcript, then
 clicks Stop and waits until the grid says the batch stopped with every unfinished cell grey.
-Every request must stay on loopback. Screenshot: ``batch_01_open_task.png``.
+Every request must stay on loopback and the console must log no error. Cells are big enough
+to click (20 px, 24 px apart). Screenshot: ``batch_01_open_task.png``.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def test_batch_grid_fills_opens_a_task_on_click_and_stops(request: pytest.Fixtur
     nbformat.write(nb, lab.root_dir / name)
 
     ctx, page, offsite, errors = loopback_page(
-        browser, lab, width=1300, height=1400, timeout_ms=STEP_TIMEOUT_MS
+        browser, lab, width=1300, height=1400, timeout_ms=STEP_TIMEOUT_MS, console_errors=True
     )
     try:
         page.goto(lab.url(f"/lab/workspaces/batch/tree/{name}?reset"))
@@ -80,6 +81,11 @@ def test_batch_grid_fills_opens_a_task_on_click_and_stops(request: pytest.Fixtur
         cells = page.locator(".nbb-gcell")
         cells.first.wait_for()
         assert cells.count() == 16
+        # big enough to click: 20 px squares, 24 px apart (WCAG 2.5.8's 24 px target spacing)
+        first, second = cells.nth(0).bounding_box(), cells.nth(1).bounding_box()
+        assert first is not None and second is not None
+        assert first["width"] >= 20 and first["height"] >= 20, first
+        assert second["x"] - first["x"] >= 24, (first, second)
         # cells turn green while the batch runs; some are still queued or running then
         page.wait_for_function(
             "() => document.querySelectorAll('.nbb-gcell[data-status=d]').length >= 3")
@@ -112,6 +118,8 @@ def test_batch_grid_fills_opens_a_task_on_click_and_stops(request: pytest.Fixtur
         final = page.evaluate("() => [...document.querySelectorAll('.nbb-gcell')].map(c => c.dataset.status).join('')")
         assert set(final) <= {"d", "s"} and "s" in final and final.count("d") >= 3, final
         assert not offsite, offsite
+        # no console error either: the task's graph joins the page only once a task is open
+        # (drawn while hidden, the in-browser renderer logged "SVG initialization failed")
         assert not errors, errors
     except Exception:
         page.screenshot(path=str(shots / "batch_FAILED.png"))

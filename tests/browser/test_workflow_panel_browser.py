@@ -107,18 +107,18 @@ def test_workflow_panel_steps_and_a_person_answers_in_the_browser(request: pytes
 
         panel.locator("input[placeholder='Your message to the agents']").fill("Publish the note")
         button("Start").click()
-        wait_text(".nbagent-wfpanel .nbagent-status-line", "Run paused; 0 step(s) taken.")
+        wait_text(".nbagent-wfpanel .nbagent-status-line", "Run paused; 0 workflow steps taken.")
         before = page.evaluate(GRAPH_TEXT_JS)
 
         button("Step").click()
-        wait_text(".nbagent-wfpanel .nbagent-status-line", "1 step(s) taken")
+        wait_text(".nbagent-wfpanel .nbagent-status-line", "1 workflow step taken")
         wait_text(".nbagent-wfpanel", "Last step produced:")
         assert "AgentInput" in panel.locator("ol").inner_text()
         button("Step").click()
-        wait_text(".nbagent-wfpanel .nbagent-status-line", "2 step(s) taken")
+        wait_text(".nbagent-wfpanel .nbagent-status-line", "2 workflow steps taken")
         assert "AgentSetup" in panel.locator("ol").inner_text()
         button("Step").click()  # the agent's step: the model replies, the graph shows it
-        wait_text(".nbagent-wfpanel .nbagent-status-line", "3 step(s) taken")
+        wait_text(".nbagent-wfpanel .nbagent-status-line", "3 workflow steps taken")
         assert "AgentOutput" in panel.locator("ol").inner_text()
         page.wait_for_function(f"(before) => {{ const now = ({GRAPH_TEXT_JS})(); return !!now && now !== before; }}",
                                arg=before)
