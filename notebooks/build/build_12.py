@@ -204,27 +204,10 @@ guarded.approve(t2, call.call_id, arguments={"path": "draft.txt"})
 print(guarded.run_step(t2).tool_outputs[0].content, "| archive:", sorted(archive))
 """),
     md("""
-### In the control panel
-
 In the control panel (`agent.panel(task)`), each waiting call gets a row with **Approve**,
 **Edit** (approve with the arguments typed in the row) and **Reject** (with the reason typed
-next to it); `panel.approve`, `panel.edit` and `panel.reject` do the same from code. Here is
-the clean-up once more, on a fresh agent (the two files are back): two steps in, the panel
-shows a row for each waiting deletion. Reject one with a reason, approve the other, then
-click **Run step**: the model adapts as it did above.
-"""),
-    code("""
-folder.update({"old_report.docx": "Q3 numbers", "tmp.log": "noise"})
-archive.clear()
-tidy = FunctionCallingAgent.from_tools(tools, llm=llm, system_prompt="You tidy up a folder.")
-panel = tidy.panel(tidy.create_task("Clean up my folder: delete what looks old."))
-for _ in range(2):  # the model lists the files, then asks for the two deletions
-    panel.step()
-    await panel.wait()
-print([f"{call.tool_name}({call.arguments})" for call in tidy.pending_approvals(panel.task_id)])
-panel
-"""),
-    md("""
+next to it); `panel.approve`, `panel.edit` and `panel.reject` do the same from code.
+
 ### The same in a workflow agent
 
 Workflow agents stream a `ToolApprovalRequired` event and wait; you answer with
