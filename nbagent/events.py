@@ -156,7 +156,10 @@ class EventDispatcher:
 class StepContext:
     """What the runner knows about the step that is running now."""
 
-    __slots__ = ("task_id", "step_id", "dispatcher", "usage", "llm_calls", "llm_latency_s", "journal", "issued")
+    __slots__ = (
+        "task_id", "step_id", "dispatcher", "usage", "llm_calls", "llm_latency_s", "journal", "issued",
+        "tokens_muted",
+    )
 
     def __init__(
         self,
@@ -174,9 +177,11 @@ class StepContext:
         self.usage: TokenUsage | None = None
         self.llm_calls = 0
         self.llm_latency_s = 0.0
+        #: set while the step's caller reads its streamed reply: the stream reports its tokens
+        self.tokens_muted = False
 
     def token(self, token: str) -> None:
-        if self.dispatcher.active:
+        if self.dispatcher.active and not self.tokens_muted:
             self.dispatcher.emit(TokenStreamed(self.task_id, step_id=self.step_id, token=token))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Annotated, Any
 
 from pydantic import (
@@ -331,6 +331,31 @@ class TaskStepOutput(_LeanModel):
             return output
         return str(output)
 
+    def settle(self, final: TaskStepOutput) -> None:
+        """Take what a streamed step ended with: this output was returned while the step's
+        reply still streamed (``is_last`` then says what the reply looked like so far); once
+        it has ended, ``final`` says whether the step is last, which steps follow and which
+        tools ran. The output stays the stream the caller has read, with the final one's
+        sources and metadata, unless the step ended saying something else."""
+        self.is_last = final.is_last
+        self.next_steps = list(final.next_steps)
+        self.reasoning = final.reasoning
+        self.tool_outputs = final.tool_outputs
+        stream, said = self.output, final.output
+        if stream is said:
+            return
+        if (
+            isinstance(stream, StreamingAgentChatResponse)
+            and isinstance(said, (AgentChatResponse, StreamingAgentChatResponse))
+            and (said.response or "").strip() == stream.response.strip()
+        ):  # the step says what streamed (the answer, or the words before its tool calls)
+            stream.sources = list(said.sources)
+            stream.metadata.update(said.metadata or {})
+            if said.structured_response is not None:
+                stream.structured_response = said.structured_response
+        else:  # the step says something else (a return_direct tool's output is the answer)
+            self.output = said
+
     def __str__(self) -> str:
         return str(self.output)
 
@@ -354,6 +379,10 @@ class StreamingAgentChatResponse:
     whole text, when the stream ends (the runner finalizes a streamed task there);
     error-callbacks run once, with the exception, if the stream breaks before its end (the
     runner puts the answer's step back in the queue there), and the exception goes on to the reader.
+
+    A worker that streams a reply before knowing what the reply makes of its step (text that
+    tool calls may follow) passes ``finish_step``: once the reply has ended, the runner awaits
+    ``finish_step(text)`` for the step's real output (see ``AgentRunner.stream_step``).
     """
 
     def __init__(
@@ -364,8 +393,11 @@ class StreamingAgentChatResponse:
         prefix: str = "",
         loop: asyncio.AbstractEventLoop | None = None,
         strip_end: bool = False,
+        finish_step: Callable[[str], Awaitable[TaskStepOutput | None]] | None = None,
     ) -> None:
         self._source = token_source
+        #: what ends the step once the reply has ended (None: the step is what it said)
+        self.finish_step = finish_step
         # the final response loses trailing whitespace (the tokens are the model's, as they
         # came), as the reference's streamed ReAct answer does
         self._strip_end = strip_end
@@ -408,6 +440,13 @@ class StreamingAgentChatResponse:
         self._done_callbacks = []
         for fn in callbacks:
             fn(error)
+
+    def wrap_source(self, wrap: Callable[[AsyncIterator[str] | Iterator[str]], AsyncIterator[str]]) -> None:
+        """Read the tokens still to come through ``wrap(source)`` (the runner ends a streamed
+        step inside it). Only before anything past the prefix has been read."""
+        if self.is_done or self._source is None:
+            raise RuntimeError("this stream has ended: there is no source left to wrap")
+        self._source = wrap(self._source)
 
     def _take(self, token: str) -> None:
         self._tokens.append(token)

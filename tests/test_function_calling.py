@@ -292,16 +292,18 @@ def test_async_stream_chat() -> None:
     assert roles(history) == ["user", "assistant"]
 
 
-def test_streamed_text_then_tool_calls_is_answered_and_calls_are_noted() -> None:
+def test_streamed_text_then_tool_calls_runs_the_calls_and_goes_on() -> None:
+    """Issue 29: the text is the model's words in that step, the calls run, the step is not
+    last (tests/test_stream_tool_calls.py has the rest)."""
     reply = {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}], "content": "Let me add."}
-    runner, llm = agent([reply])
+    runner, llm = agent([reply, "3"])
     response = runner.stream_chat("1+2?")
-    assert str(response) == "Let me add."
-    assert response.sources == []  # the tool did not run
-    assert response.metadata[UNEXECUTED_KEY][0]["tool_name"] == "add"  # type: ignore[attr-defined]
-    stored = runner.memory.get_all()[-1]
-    assert stored.role == MessageRole.ASSISTANT and stored.tool_calls == []
-    assert stored.additional_kwargs[UNEXECUTED_KEY][0]["tool_kwargs"] == {"a": 1, "b": 2}
+    assert list(response.response_gen) == ["Let ", "me ", "add.", "\n\n", "3"]
+    assert response.response == "3" and [s.content for s in response.sources] == ["3"]
+    history = runner.memory.get_all()
+    assert roles(history) == ["user", "assistant", "tool", "assistant"]
+    assert history[1].content == "Let me add." and history[1].tool_calls[0].tool_kwargs == {"a": 1, "b": 2}
+    assert UNEXECUTED_KEY not in history[1].additional_kwargs
 
 
 def test_stream_step_runs_tools_when_the_reply_has_no_text() -> None:

@@ -93,11 +93,11 @@ def test_a_one_step_streamed_answer_read_after_the_step_is_redrawn_whole() -> No
         task = runner.create_task("What is 2 + 2?")
         graph = runner.live_graph(task)
         out = await runner.astream_step(task)
-        assert out.is_last
+        assert out.is_last  # so far: text, no tool call
         graph.flush()
-        shown = _answer_line(graph.source)
-        assert ANSWER not in shown  # the stream has not been read to its end yet
-        assert "answer:" in shown
+        # the stream has not been read to its end: the step is still running (its reply may
+        # yet end with tool calls, issue 29), so there is no answer node to draw yet
+        assert "running" in graph.source and "answer:" not in graph.source
         async for _ in out.output.async_response_gen():
             pass
         await asyncio.sleep(graph.throttle_s + 0.1)  # the redraw the stream's end asked for

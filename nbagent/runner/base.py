@@ -34,7 +34,6 @@ from nbagent.events import (
     TaskCreated,
     TaskDeleted,
     TaskFinalized,
-    TokenStreamed,
     _reset_current,
     _set_current,
 )
@@ -42,7 +41,7 @@ from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
 from nbagent.prompts import PromptMixin
 from nbagent.runner.agent_state import AgentState
-from nbagent.runner import txn
+from nbagent.runner import streaming, txn
 from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
     AgentChatResponse,
@@ -436,7 +435,7 @@ class AgentRunner(BaseAgent):
         step = att.step
         token = att.claim
         if token is None:
-            return  # failed before claiming the task: nothing changed
+            return  # failed before claiming the task (or already rolled back): nothing to do
         if not txn.claim(self, state, token):
             return  # another caller holds it: our commit was complete before we let it go
         try:
@@ -448,9 +447,11 @@ class AgentRunner(BaseAgent):
                 if not txn.committed_on_top(state, att.output, att.mark):
                     return  # its commit was complete and another call has built on it
             txn.retry(self._undo_attempt, state, att)
+            state.streaming = None
             failure = state.record_failure(step, error)
         finally:
             txn.release(self, state, token)
+            att.claim = None  # rolled back once: a second abort of this attempt does nothing
         self._emit(
             StepFailed(
                 state.task_id,
@@ -464,6 +465,10 @@ class AgentRunner(BaseAgent):
         """The claim a step call takes (ParallelAgentRunner: its event loop's, shared)."""
         return txn.Claim()
 
+    #: whether ``stream_step`` returns while a step's reply still streams (the step then ends
+    #: with its stream); ParallelAgentRunner reads each reply to its end inside the step
+    defers_streamed_steps: bool = True
+
     async def _astep(
         self,
         task_id: TaskRef,
@@ -473,6 +478,7 @@ class AgentRunner(BaseAgent):
         **kwargs: Any,
     ) -> TaskStepOutput:
         state = self.state_of(task_id)
+        await streaming.aend_streamed_step(state)
         att = txn.StepAttempt()
         try:  # from here to the return, any exception puts the task back (see runner.txn)
             att.claim = self._claim_token()
@@ -505,46 +511,51 @@ class AgentRunner(BaseAgent):
                     f"{type(self.agent_worker).__name__} returned {type(output).__name__}; "
                     "a step must return a TaskStepOutput"
                 )
-            latency = time.perf_counter() - start
             _reset_current(att.ctx_token)
             att.ctx_token = None
-            # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
-            # would add a few hundred bytes to every retained output
-            output.__dict__["latency_s"] = latency
-            output.__dict__["input"] = picked.input  # kept when an undo gives the step new input
-            if ctx.usage is not None:
-                output.__dict__["usage"] = ctx.usage
             if _sync.interrupted():  # its caller gave up while a blocking call ran
                 raise asyncio.CancelledError("the call running this step was interrupted")
-            att.mark = txn.mark_commit(state, picked, output)
-            att.output = output
-            self._commit(state, picked, output, att.snap)
-            state.running.discard(picked.step_id)
-            self._after_step(state, output)
-            if isinstance(output.output, StreamingAgentChatResponse):
-                # the answer's tokens are read after the step returns: report them as they come
-                tid, sid = task.task_id, picked.step_id
-                output.output.add_token_callback(
-                    lambda tok: self._emit(TokenStreamed(tid, step_id=sid, token=tok))
-                )
-                # an answer whose stream breaks before its end was no answer: its step goes
-                # back to the queue as a failed step would (unless something was built on it)
-                output.output.add_error_callback(lambda err: self._abort_step(state, att, err))
-            if self.events.active:
-                self.events.emit(
-                    StepCompleted(
-                        task.task_id,
-                        step_id=picked.step_id,
-                        is_last=output.is_last,
-                        next_step_ids=tuple(s.step_id for s in output.next_steps),
-                        latency_s=latency,
-                    )
-                )
-            txn.release(self, state, att.claim)  # the last change: the task is free again
+            if streaming.is_open(output):  # the reply is still streaming: the step ends with it
+                streaming.stream_on(self, state, att, ctx, output, start)
+                if mode != "stream" or not self.defers_streamed_steps:
+                    await output.output.aget_response()  # read here: the step ends in this call
+                return output
+            self._end_step(state, att, ctx, output, time.perf_counter() - start)
             return output
         except BaseException as error:
             self._abort_step(state, att, error)
             raise
+
+    def _end_step(
+        self, state: TaskState, att: txn.StepAttempt, ctx: StepContext, output: TaskStepOutput, latency: float
+    ) -> None:
+        """Record a step that has ended: commit its output, queue what follows, tell listeners,
+        let the task go. (The rest of ``_astep``'s transaction; ``_abort_step`` undoes it.)"""
+        picked = att.step
+        assert picked is not None and att.snap is not None and att.claim is not None
+        # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
+        # would add a few hundred bytes to every retained output
+        output.__dict__["latency_s"] = latency
+        output.__dict__["input"] = picked.input  # kept when an undo gives the step new input
+        if ctx.usage is not None:
+            output.__dict__["usage"] = ctx.usage
+        att.mark = txn.mark_commit(state, picked, output)
+        att.output = output
+        self._commit(state, picked, output, att.snap)
+        state.running.discard(picked.step_id)
+        state.streaming = None
+        self._after_step(state, output)
+        if self.events.active:
+            self.events.emit(
+                StepCompleted(
+                    state.task_id,
+                    step_id=picked.step_id,
+                    is_last=output.is_last,
+                    next_step_ids=tuple(s.step_id for s in output.next_steps),
+                    latency_s=latency,
+                )
+            )
+        txn.release(self, state, att.claim)  # the last change: the task is free again
 
     # ----- stepping (reference API) ------------------------------------------------------
     async def arun_step(
@@ -564,13 +575,21 @@ class AgentRunner(BaseAgent):
     async def astream_step(
         self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
     ) -> TaskStepOutput:
-        """Like ``arun_step``, with the answer streamed when this is the last step."""
+        """Like ``arun_step``, with the model's words streamed as they come (see ``stream_step``)."""
         return await self._astep(task_id, step, input=input, mode="stream", **kwargs)
 
     def stream_step(
         self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
     ) -> TaskStepOutput:
-        """Like ``run_step``, with the answer streamed when this is the last step."""
+        """Like ``run_step``, with the model's words streamed as they come.
+
+        A reply that starts with text returns at once: ``output.output`` streams it, and the
+        step runs on until the stream has been read to its end (``print_response_stream()``,
+        ``str()``, ``finalize_response``; any later call on the task reads the rest first).
+        Until then ``is_last`` says what the reply looks like so far (an answer); at its end
+        the step is what the same reply makes of it with ``run_step``: tool calls after the
+        text run (or wait for approval) and the step is not the last one.
+        """
         return _sync.run_sync(self._astep(task_id, step, input=input, mode="stream", **kwargs))
 
     def undo_step(self, task_id: TaskRef, input: str | None = None) -> TaskStep:
@@ -649,6 +668,7 @@ class AgentRunner(BaseAgent):
         """Run ``body`` (undo, goto, fork) all or nothing: holding the task's claim, after
         ``check``, with a checkpoint of the task that any exception restores."""
         __tracebackhide__ = True  # IPython: the learner's call, then the message
+        streaming.end_streamed_step(state)
         cp: txn.Checkpoint | None = None
         token: txn.Claim | None = None
         try:
@@ -708,6 +728,7 @@ class AgentRunner(BaseAgent):
         state = self.state_of(task_id)
         if state.finalized:
             raise TaskStateError(f"task {state.task_id!r} is already finalized")
+        streaming.end_streamed_step(state)
         if state.running:
             raise TaskStateError(f"task {state.task_id!r} is running a step; abandon after it ends")
         state.abandoned = True
@@ -753,12 +774,14 @@ class AgentRunner(BaseAgent):
         self, task_id: TaskRef, call_id: str, arguments: dict[str, Any] | None = None, *, by: str = "user"
     ) -> dict[str, Any]:
         """Approve a waiting call, optionally with edited ``arguments``; returns the decision."""
+        streaming.end_streamed_step(self.state_of(task_id))
         return _approvals().approve(self, task_id, call_id, arguments, by=by)
 
     def reject(
         self, task_id: TaskRef, call_id: str, reason: str | None = None, *, by: str = "user"
     ) -> dict[str, Any]:
         """Reject a waiting call; the model gets ``reason`` as its result. Returns the decision."""
+        streaming.end_streamed_step(self.state_of(task_id))
         return _approvals().reject(self, task_id, call_id, reason, by=by)
 
     # ----- finishing ---------------------------------------------------------------------
@@ -778,7 +801,9 @@ class AgentRunner(BaseAgent):
         """Finish a task whose last step is done: run the worker's finalize hook, merge the
         task's new messages into memory and return the answer.
 
-        A streamed answer is finalized when its stream ends.
+        A streamed answer is finalized when its stream ends. If that reply turns out to call
+        tools after its text (see ``stream_step``), its step was not the last one: the end of
+        the stream raises TaskStateError, and the task goes on.
         """
         state = self.state_of(task_id)
         if state.finalized:
@@ -786,9 +811,14 @@ class AgentRunner(BaseAgent):
         if state.abandoned:
             raise TaskStateError(f"task {state.task_id!r} was abandoned; it has no response")
         if step_output is None:
-            if not state.completed_steps:
+            if state.streaming is not None:
+                step_output = state.streaming
+            elif not state.completed_steps:
                 raise ValueError(f"task {state.task_id!r} has no completed steps to finalize")
-            step_output = state.completed_steps[-1]
+            else:
+                step_output = state.completed_steps[-1]
+        if step_output is state.streaming and step_output.is_last:
+            return self._finalize_when_streamed(state, step_output)
         if not step_output.is_last:
             raise ValueError(
                 f"task {state.task_id!r} is not done: finalize_response needs the output of "
@@ -805,6 +835,34 @@ class AgentRunner(BaseAgent):
         else:
             self._finish(state, output, output.response)
         return output
+
+    def _finalize_when_streamed(self, state: TaskState, step_output: TaskStepOutput) -> StreamingAgentChatResponse:
+        """The answer of a step whose reply still streams: finalized at the end of its stream,
+        if the step turns out to be the last one."""
+        stream = step_output.output
+        assert isinstance(stream, StreamingAgentChatResponse)
+
+        def when_read(text: str) -> None:
+            if step_output.is_last:
+                answer = step_output.output  # the stream, or what the step ended saying instead
+                if not isinstance(answer, (AgentChatResponse, StreamingAgentChatResponse)):
+                    answer = step_output.output = AgentChatResponse(response=str(answer))
+                answer.sources = self._sources(state)
+                self._finish(state, answer, text if answer is stream else answer.response)
+                return
+            waiting = [c.tool_name for c in self.pending_approvals(state.task_id)]
+            ran = [o.tool_name for o in step_output.tool_outputs]
+            raise TaskStateError(
+                f"the streamed reply of step {step_output.task_step.step_id!r} ended with tool "
+                f"calls, so it was not the task's answer: "
+                + (f"{ran} ran" if ran else "")
+                + (" and " if ran and waiting else "")
+                + (f"{waiting} wait for approval (agent.approve / agent.reject)" if waiting else "")
+                + f"; task {state.task_id!r} is not finalized: run its next step"
+            )
+
+        stream.add_done_callback(when_read)
+        return stream
 
     def _finish(self, state: TaskState, output: ChatResponseType, text: str) -> None:
         if state.finalized:
@@ -852,6 +910,8 @@ class AgentRunner(BaseAgent):
         choice = self.default_tool_choice if tool_choice is None else tool_choice
         task = self.create_task(message)
         output = await self._arun_to_end(task.task_id, mode, choice)
+        if output is self.state_of(task).streaming:  # a reply still streams: it may not be the answer
+            return streaming.chat_stream(self, task.task_id, output)
         response = self.finalize_response(task.task_id, output)
         if mode == "stream" and isinstance(response, AgentChatResponse):
             stream = StreamingAgentChatResponse(iter([response.response]), sources=response.sources)

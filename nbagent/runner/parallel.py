@@ -94,6 +94,10 @@ class ParallelAgentRunner(AgentRunner):
     ``AgentRunner`` API.
     """
 
+    # steps run side by side and what follows one depends on how it ended: each streamed
+    # reply is read to its end inside its step
+    defers_streamed_steps = False
+
     def __init__(
         self,
         agent_worker: BaseAgentWorker,

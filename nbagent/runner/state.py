@@ -106,6 +106,9 @@ class TaskState:
     undone_edges: list[tuple[str, str]] = field(default_factory=list)
     undone_ids: set[str] = field(default_factory=set)
     running: set[str] = field(default_factory=set)
+    # the output of a running step whose reply is still streaming to its caller (never saved):
+    # the step ends, commits or fails, when that stream ends (AgentRunner.stream_step)
+    streaming: TaskStepOutput | None = None
     finalized: bool = False
     abandoned: bool = False
     final_response: Any = None

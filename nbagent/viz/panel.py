@@ -487,6 +487,11 @@ class AgentPanel:
                     streams = getattr(self.runner.agent_worker, "supports_streaming", True)
                     step_fn = self.runner.astream_step if streams else self.runner.arun_step
                     out = await step_fn(task_id, input=injected)
+                    reply = out.output
+                    if isinstance(reply, StreamingAgentChatResponse) and not reply.is_done:
+                        # the step ends with its reply (tokens show as they come): tool calls
+                        # after its text make it a step like any other, not the answer
+                        await reply.aget_response()
                 except asyncio.CancelledError:
                     if injected is not None:
                         self.inject_box.value = injected

@@ -21,12 +21,12 @@ Rules worth knowing (each is tested):
 - ``return_direct``: when a tool with ``return_direct=True`` succeeds, its output is the
   answer and the task ends. If several did in one reply, the first in call order wins. The
   answer is also stored as an assistant message, so the next turn's history reads naturally.
-- Streaming: the first text delta that arrives before any tool call makes the step the last
-  one, and the rest of the reply streams to the caller. If such a reply ends with tool calls
-  too, they cannot run any more (the answer is already out): they are listed in
-  ``metadata["unexecuted_tool_calls"]`` of the streamed response, kept in the assistant
-  message's ``additional_kwargs`` and logged as a warning; the stored assistant message
-  carries the text only, so the history stays a valid OpenAI transcript.
+- Streaming: a streamed reply is the same reply as unstreamed, read as it comes. Text that
+  arrives before any tool call streams to the caller at once; the step's output is then
+  returned with ``is_last=True`` for now, and when the reply ends it is handled exactly as
+  ``arun_step`` handles it (``finish_step``): tool calls after the text run, or wait for
+  approval, and the step is not the last one (the runner ends the step there). A reply that
+  starts with tool calls is read to its end first.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         stream = aiter(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
         last: ChatResponse | None = None
         saw_calls = False
-        while True:  # by hand, not `async for`: the stream stays open for the answer's tail
+        while True:  # by hand, not `async for`: the stream stays open for the reply's tail
             try:
                 chunk = await anext(stream)
             except StopAsyncIteration:
@@ -220,7 +220,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             if chunk.message.tool_calls:
                 saw_calls = True
             elif chunk.delta and not saw_calls:
-                return self._stream_answer(step, task, stream, chunk)
+                return self._stream_reply(step, task, tools, stream, chunk)
         if last is None:
             raise RuntimeError(f"{self.llm!r} streamed no chunk at all; a reply needs at least one")
         return await self._handle_reply(step, task, tools, last.message)
@@ -542,40 +542,35 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 print(f"=== Function Output ===\n{out.content}")
         return outputs
 
-    def _stream_answer(
-        self, step: TaskStep, task: Task, stream: AsyncIterator[ChatResponse], first: ChatResponse
+    def _stream_reply(
+        self,
+        step: TaskStep,
+        task: Task,
+        tools: list[FunctionTool],
+        stream: AsyncIterator[ChatResponse],
+        first: ChatResponse,
     ) -> TaskStepOutput:
-        """The reply started with text: it is the answer; stream the rest of it to the caller."""
-        tail = _Tail()
+        """The reply started with text: stream it as it comes. It is the answer unless tool
+        calls follow; its end decides, through ``_handle_reply`` as for an unstreamed reply."""
+        latest = [first]
+
+        async def rest() -> AsyncIterator[str]:
+            async for chunk in stream:
+                latest[0] = chunk
+                if chunk.delta:
+                    yield chunk.delta
+
+        async def finish(_text: str) -> TaskStepOutput:
+            # the last chunk holds the whole reply: its text and any tool calls
+            return await self._handle_reply(step, task, tools, latest[0].message)
+
         response = StreamingAgentChatResponse(
-            _rest_of(stream, tail),
+            rest(),
             sources=list(task.extra_state[SOURCES_KEY]),
             prefix=first.delta or "",
             strip_end=True,  # no trailing newline on the final response (issue 11, item 7)
+            finish_step=finish,
         )
-        metadata = getattr(response, "metadata", None)
-        if not isinstance(metadata, dict):
-            metadata = {}
-            response.metadata = metadata  # type: ignore[attr-defined]
-
-        def store_answer(text: str) -> None:
-            """Put the streamed answer into the task's messages (before the runner merges them)."""
-            extra: dict[str, Any] = {}
-            if tail.calls:
-                metadata[UNEXECUTED_KEY] = extra[UNEXECUTED_KEY] = _dump(tail.calls)
-                log.warning(
-                    "a streamed reply sent text and then %d tool call(s); the text was already "
-                    "streamed as the answer, so the calls were not run: %s",
-                    len(tail.calls),
-                    [c.tool_name for c in tail.calls],
-                )
-            task.scratch_memory.put(
-                ChatMessage(role=MessageRole.ASSISTANT, content=text, additional_kwargs=extra)
-            )
-            if self.verbose:
-                print(f"=== LLM Response ===\n{text}")
-
-        response.add_done_callback(store_answer)
         return TaskStepOutput(output=response, task_step=step, is_last=True)
 
 
@@ -605,24 +600,6 @@ class OpenAIAgentWorker(FunctionCallingAgentWorker):
 
 
 # ----- helpers ---------------------------------------------------------------------------
-
-
-class _Tail:
-    """What the rest of a streamed answer brought: tool calls that arrived after the text."""
-
-    __slots__ = ("calls",)
-
-    def __init__(self) -> None:
-        self.calls: list[ToolSelection] = []
-
-
-async def _rest_of(stream: AsyncIterator[ChatResponse], tail: _Tail) -> AsyncIterator[str]:
-    """The remaining text deltas of a streamed reply; tool calls seen on the way go to ``tail``."""
-    async for chunk in stream:
-        if chunk.message.tool_calls:
-            tail.calls = list(chunk.message.tool_calls)
-        if chunk.delta:
-            yield chunk.delta
 
 
 def _check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:

@@ -467,13 +467,9 @@ class ReActAgentWorker(BaseAgentWorker):
         pending = prefix[len(prefix.rstrip()) :]  # sent only if more text follows
         prefix = prefix.rstrip()
         fenced = text.lstrip().startswith("```")
-        response = StreamingAgentChatResponse(
-            _rest_of_answer(stream, strip_leading=not prefix, pending=pending if prefix else ""),
-            sources=_sources_so_far(task),
-            prefix=prefix,
-        )
-
-        def remember(full: str) -> None:
+        async def remember(full: str) -> None:
+            """The answer has been read to its end: record it, inside the step (the runner
+            ends the step after this)."""
             answer = full.strip()
             if fenced and answer.endswith("```"):
                 answer = answer[:-3].rstrip()
@@ -481,7 +477,12 @@ class ReActAgentWorker(BaseAgentWorker):
             self._record(task, ResponseReasoningStep(thought=thought, response=answer), echo=False)
             task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
 
-        response.add_done_callback(remember)
+        response = StreamingAgentChatResponse(
+            _rest_of_answer(stream, strip_leading=not prefix, pending=pending if prefix else ""),
+            sources=_sources_so_far(task),
+            prefix=prefix,
+            finish_step=remember,
+        )
         return TaskStepOutput(
             output=response,
             task_step=step,
