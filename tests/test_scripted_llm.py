@@ -120,3 +120,23 @@ def test_a_script_can_hand_over_to_a_function_when_it_ends() -> None:
         ScriptedLLM(["x"], then="not a function")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not both"):
         ScriptedLLM(["x"], then=after, repeat_last=True)
+
+
+def test_a_react_script_plays_a_model_without_a_tools_api() -> None:
+    """Issue 29: the card of a ReAct script said ``is_function_calling_model True``."""
+    from nbagent import AgentRunner
+    from nbagent.viz.html import llm_html
+    from nbagent.workers.react import ReActAgentWorker
+
+    react = ScriptedLLM(['Thought: I need to add.\nAction: add\nAction Input: {"a": 1}', "Answer: 2"])
+    assert react.is_function_calling_model is False
+    assert "is_function_calling_model</th><td><code>False" in llm_html(react)
+    assert isinstance(AgentRunner.from_llm([], llm=react).agent_worker, ReActAgentWorker)
+    # a script that calls tools, or plain text, plays a model with a tools API (as before)
+    assert ScriptedLLM([tool_call("add", a=1), "Answer: 2"]).is_function_calling_model is True
+    assert ScriptedLLM(["Hello there."]).is_function_calling_model is True
+    # said explicitly, or set later, it is what it is told
+    assert ScriptedLLM(["Answer: 2"], function_calling=True).is_function_calling_model is True
+    assert ScriptedLLM(["hi"], function_calling=False).is_function_calling_model is False
+    react.is_function_calling_model = True
+    assert react.is_function_calling_model is True

@@ -151,6 +151,10 @@ class ScriptedLLM(_OfflineModel):
     ``ScriptExhaustedError``, repeats the last reply with ``repeat_last=True``, or hands over
     to ``then``: a function ``fn(messages, tools) -> reply`` (plain or ``async def``) that plays
     the model from there on, so a scripted lesson can be followed by free play.
+
+    ``function_calling`` says whether it plays a model with a tools API; by default it is read
+    from the script: a ReAct script (text with ``Thought:`` / ``Action:`` / ``Answer:`` lines
+    and no tool call) plays a model without one, anything else a model with one.
     """
 
     def __init__(
@@ -160,7 +164,7 @@ class ScriptedLLM(_OfflineModel):
         model: str = "scripted",
         repeat_last: bool = False,
         then: ReplyFn | None = None,
-        function_calling: bool = True,
+        function_calling: bool | None = None,
         keep_requests: bool = True,
     ) -> None:
         super().__init__(model, keep_requests)
@@ -173,8 +177,19 @@ class ScriptedLLM(_OfflineModel):
         self.replies = list(replies)
         self.repeat_last = repeat_last
         self.then = then
-        self.is_function_calling_model = function_calling
+        self._function_calling = function_calling
         self.position = 0
+
+    @property  # type: ignore[override]
+    def is_function_calling_model(self) -> bool:
+        """Whether it plays a model with a tools API: as given, else read from the script."""
+        if self._function_calling is not None:
+            return self._function_calling
+        return not _reads_as_react(self.replies)
+
+    @is_function_calling_model.setter
+    def is_function_calling_model(self, value: bool) -> None:
+        self._function_calling = bool(value)
 
     def _reply_for(self, messages: list[ChatMessage], tools: list[ToolMetadata], tool_choice: ToolChoice | None) -> Reply:
         if self.position >= len(self.replies):
@@ -204,6 +219,26 @@ class ScriptedLLM(_OfflineModel):
 
 
 ReplyFn = Callable[[list[ChatMessage], list[ToolMetadata]], Union[Reply, Awaitable[Reply]]]
+
+_REACT_LABEL = re.compile(r"^\s*(?:Thought|Action|Answer)\s*:", re.MULTILINE)
+
+
+def _reads_as_react(replies: Sequence[Reply]) -> bool:
+    """A script written for a ReAct agent: some reply has a ReAct label, none calls a tool."""
+    labelled = False
+    for reply in replies:
+        if isinstance(reply, dict) and reply.get("tool_calls"):
+            return False
+        message = reply.message if isinstance(reply, ChatResponse) else reply
+        if isinstance(message, ChatMessage):
+            if message.tool_calls:
+                return False
+            message = message.text
+        if isinstance(message, dict):
+            message = message.get("content")
+        if isinstance(message, str) and _REACT_LABEL.search(message):
+            labelled = True
+    return labelled
 
 
 class FunctionLLM(_OfflineModel):
