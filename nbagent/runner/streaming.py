@@ -60,9 +60,10 @@ def stream_on(
                 finally:
                     _reset_current(token)
                 yield piece
+            finish, stream.finish_step = stream.finish_step, None  # used once; kept by nothing
             token = _set_current(ctx)
             try:  # the reply has ended: what does it make of the step?
-                final = None if stream.finish_step is None else await stream.finish_step(stream.response)
+                final = None if finish is None else await finish(stream.response)
             finally:
                 _reset_current(token)
             if final is not None:
