@@ -524,3 +524,40 @@ def test_a_reply_that_breaks_mid_text_puts_its_step_back() -> None:
     assert [s.step_id for s in state.step_queue] == [out.task_step.step_id] and state.completed_steps == []
     assert task.scratch_memory.get_all() == [] and files.ran == []
     assert [type(e).__name__ for e in seen if isinstance(e, (ev.StepCompleted, ev.StepFailed))] == ["StepFailed"]
+
+
+REACT_SCRIPTS = {
+    "action then answer": [
+        'Thought: I should delete it.\nAction: delete_file\nAction Input: {"name": "a.txt"}',
+        "Thought: I can answer without using any more tools.\nAnswer: Deleted a.txt.",
+    ],
+    "a reply that does not parse, then an answer": [
+        "Thought: hmm\nAction: delete_file\nAction Input: not json",
+        "Thought: done.\nAnswer:   Nothing deleted.  \n",
+    ],
+    "an answer in a fence": ["```\nThought: easy.\nAnswer: All clean.\n```"],
+}
+
+
+@pytest.mark.parametrize("name", list(REACT_SCRIPTS))
+def test_react_stream_step_gives_the_same_run_as_run_step(name: str) -> None:
+    def run(streamed: bool) -> dict[str, Any]:
+        seed_ids(0)
+        files = Files()
+        llm = ScriptedLLM(REACT_SCRIPTS[name])
+        runner = AgentRunner(ReActAgentWorker.from_tools(files.tools, llm=llm))
+        task = runner.create_task("Clean up.")
+        while True:
+            out = runner.stream_step(task) if streamed else runner.run_step(task)
+            str(out.output)
+            if out.is_last:
+                break
+        answer = str(runner.finalize_response(task))
+        seed_ids(None)
+        return {"answer": answer.strip(), "ran": files.ran, "memory": _messages(runner.memory.get_all()),
+                "requests": [_messages(r.messages) for r in llm.requests], "dot": _dot(runner, task),
+                "reasoning": [s.get_content() for s in task.extra_state["reasoning"]]}
+
+    plain, streamed = run(False), run(True)
+    for key in ("answer", "ran", "memory", "requests", "reasoning", "dot"):
+        assert streamed[key] == plain[key], key

@@ -467,6 +467,7 @@ class ReActAgentWorker(BaseAgentWorker):
         pending = prefix[len(prefix.rstrip()) :]  # sent only if more text follows
         prefix = prefix.rstrip()
         fenced = text.lstrip().startswith("```")
+
         async def remember(full: str) -> None:
             """The answer has been read to its end: record it, inside the step (the runner
             ends the step after this)."""
@@ -478,7 +479,7 @@ class ReActAgentWorker(BaseAgentWorker):
             task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
 
         response = StreamingAgentChatResponse(
-            _rest_of_answer(stream, strip_leading=not prefix, pending=pending if prefix else ""),
+            _rest_of_answer(stream, strip_leading=not prefix, pending=pending if prefix else "", fenced=fenced),
             sources=_sources_so_far(task),
             prefix=prefix,
             finish_step=remember,
@@ -500,10 +501,11 @@ class ReActAgentWorker(BaseAgentWorker):
 
 
 async def _rest_of_answer(
-    stream: AsyncIterator[ChatResponse], strip_leading: bool, pending: str = ""
+    stream: AsyncIterator[ChatResponse], strip_leading: bool, pending: str = "", fenced: bool = False
 ) -> AsyncIterator[str]:
     """The remaining text deltas of a model stream: leading whitespace dropped if asked, and
-    whitespace held back until more text follows, so the answer never ends in a newline."""
+    whitespace held back until more text follows, so the answer never ends in a newline (nor,
+    in a reply written inside a code fence, in the closing fence: the same answer as unstreamed)."""
     while True:
         try:
             chunk = await stream.__anext__()
@@ -516,7 +518,7 @@ async def _rest_of_answer(
                 continue
             strip_leading = False
         core = delta.rstrip()
-        if not core:
+        if not core or (fenced and core.strip() == "```"):
             pending += delta
             continue
         yield pending + core
