@@ -3,6 +3,8 @@
 #   make test   sets up .venv and runs every test: unit tests, nbval (strict) over every
 #               notebook, the binder environment and the real-browser test (.ci/run calls it)
 #   make demo   headless: runs the quick start offline, writes demo_output/report.html + dag.svg
+#   make lite   builds the tutorials as a JupyterLite site (build/lite/site; needs npm)
+#   make lite-serve  serves that site on http://127.0.0.1:8000 (LITE_PORT=...)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,10 +12,11 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_output
 # extra JupyterLab options, e.g. make lab LAB_FLAGS="--no-browser --port=8899"
 LAB_FLAGS ?=
+LITE_PORT ?= 8000
 # JupyterLab refuses to run as root unless told
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--ServerApp.allow_root=True)
 
-.PHONY: setup test unit nbval bench lab demo clean
+.PHONY: setup test unit nbval bench lab demo lite lite-serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,10 +33,11 @@ setup: $(STAMP)
 test: $(STAMP)
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q
 
-# The fast part only: no notebooks, no binder env, no browser.
+# The fast part only: no notebooks, no binder env, no browser, no Pyodide.
 unit: $(STAMP)
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q --ignore=tests/browser \
-		--ignore=tests/test_notebooks.py --ignore=tests/test_binder.py
+		--ignore=tests/test_notebooks.py --ignore=tests/test_binder.py \
+		--ignore=tests/pyodide/test_pyodide.py
 
 # nbval directly, one line per cell (make test runs the same through tests/test_notebooks.py).
 nbval: $(STAMP)
@@ -50,5 +54,12 @@ lab: $(STAMP)
 demo: $(STAMP)
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m nbagent.demo --out $(DEMO_OUT)
 
+# nbagent in the browser, offline: Pyodide from npm, wheels from PyPI (see lite/)
+lite: $(STAMP)
+	$(PY) lite/build_site.py
+
+lite-serve: $(STAMP)
+	$(PY) lite/serve.py --port $(LITE_PORT)
+
 clean:
-	rm -rf $(VENV) build *.egg-info $(DEMO_OUT)
+	rm -rf $(VENV) build *.egg-info $(DEMO_OUT) lite/node_modules
