@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import venv
+from collections.abc import Sequence
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -40,7 +41,7 @@ from lite.collect_wheels import LITE, REPO, Wheelhouse, collect  # noqa: E402
 BUILD = REPO / "build" / "lite"
 SITE = BUILD / "site"
 VENV = BUILD / "venv"
-STAGE = BUILD / "stage"
+STAGE = BUILD / "site-stage"
 #: the tutorials a browser can run: 10 needs an MCP server (a subprocess), 13 a local model
 NOTEBOOKS = (
     "01_quickstart", "02_react_step_by_step", "03_function_calling", "04_custom_workers",
@@ -72,8 +73,18 @@ def build_venv(venv_dir: Path = VENV, requirements: Path = LITE / "requirements-
     return venv_dir
 
 
-def stage(house: Wheelhouse, stage_dir: Path = STAGE, notebooks: Path = REPO / "notebooks") -> Path:
-    """The ``lite_dir`` jupyter lite builds from: config, Pyodide, wheels and contents."""
+def stage(
+    house: Wheelhouse,
+    stage_dir: Path = STAGE,
+    notebooks: Path = REPO / "notebooks",
+    *,
+    extra_files: Sequence[Path] = (),
+    expose_app: bool = False,
+) -> Path:
+    """The ``lite_dir`` jupyter lite builds from: config, Pyodide, wheels and contents.
+
+    Tests add ``extra_files`` to the contents and ``expose_app`` (``window.jupyterapp``, which
+    lets them read cell outputs from the notebook model); the published site has neither."""
     shutil.rmtree(stage_dir, ignore_errors=True)
     stage_dir.mkdir(parents=True)
 
@@ -89,6 +100,8 @@ def stage(house: Wheelhouse, stage_dir: Path = STAGE, notebooks: Path = REPO / "
         shutil.copy2(notebooks / f"{name}.ipynb", files / f"{name}.ipynb")
     for name in NOTEBOOK_DATA:
         shutil.copytree(notebooks / name, files / name)
+    for extra in extra_files:
+        shutil.copy2(extra, files / extra.name)
 
     frontend = [str(p) for p in house.wheels if p.name.split("-")[0] in FRONTEND_WHEELS]
     if len(frontend) != len(FRONTEND_WHEELS):
@@ -111,6 +124,7 @@ def stage(house: Wheelhouse, stage_dir: Path = STAGE, notebooks: Path = REPO / "
         "jupyter-lite-schema-version": 0,
         "jupyter-config-data": {
             "appName": "nbagent tutorials",
+            **({"exposeAppInBrowser": "true"} if expose_app else {}),
             "litePluginSettings": {
                 KERNEL_PLUGIN: {
                     "pyodideUrl": "./static/pyodide/pyodide.mjs",
@@ -123,12 +137,13 @@ def stage(house: Wheelhouse, stage_dir: Path = STAGE, notebooks: Path = REPO / "
     return stage_dir
 
 
-def jupyter_lite_build(venv_dir: Path, stage_dir: Path, site: Path) -> None:
+def jupyter_lite_build(venv_dir: Path, stage_dir: Path, site: Path, *, quiet: bool = False) -> None:
+    """``jupyter lite build``; ``quiet`` keeps its log unless it fails."""
     shutil.rmtree(site, ignore_errors=True)
-    subprocess.run(
-        [str(venv_dir / "bin" / "jupyter"), "lite", "build", "--lite-dir", str(stage_dir), "--output-dir", str(site)],
-        cwd=stage_dir, check=True,
-    )
+    cmd = [str(venv_dir / "bin" / "jupyter"), "lite", "build", "--lite-dir", str(stage_dir), "--output-dir", str(site)]
+    done = subprocess.run(cmd, cwd=stage_dir, capture_output=quiet, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"jupyter lite build failed ({done.returncode})" + (f":\n{done.stdout[-6000:]}{done.stderr[-6000:]}" if quiet else ""))
 
 
 def check_site(site: Path) -> dict[str, object]:
@@ -153,11 +168,13 @@ def check_site(site: Path) -> dict[str, object]:
     return {"pyodide_lock": sorted(lock["packages"]), "contents": sorted(p.name for p in (site / "files").iterdir())}
 
 
-def build(site: Path = SITE) -> Path:
+def build(
+    site: Path = SITE, *, extra_files: Sequence[Path] = (), expose_app: bool = False, quiet: bool = False
+) -> Path:
     house = collect()
     tools = build_venv()
-    stage_dir = stage(house)
-    jupyter_lite_build(tools, stage_dir, site)
+    stage_dir = stage(house, site.parent / f"{site.name}-stage", extra_files=extra_files, expose_app=expose_app)
+    jupyter_lite_build(tools, stage_dir, site, quiet=quiet)
     check_site(site)
     return site
 

@@ -1,0 +1,155 @@
+"""The JupyterLite site (``make lite``) in Debian's Chromium, with nothing but the site reachable.
+
+The test builds the site (``lite/build_site.py``: Pyodide from npm, nbagent's wheels from PyPI,
+nothing fetched at run time) into a temporary folder, serves it on 127.0.0.1 and opens notebook
+01. Every request that is not for the site is aborted and fails the test; Chromium also gets a
+proxy that goes nowhere, for anything the page's routes would not see. In the notebook, the Run
+menu runs the cells that build the agent and its task (importing nbagent loads it from the
+site's Pyodide lock), then a new cell runs ``await agent.arun_step(task)``: the tool call and
+its observation come back, with the step's HTML card. The figures it prints are the time to a
+ready kernel and to that first step's result.
+
+``run_all_and_collect_errors`` (lite_page.py) is checked on a notebook the test adds, whose
+second cell raises on purpose; it is what the end-to-end run of notebooks 01 and 05 will use
+once the sync API works in the browser (issue 24's browser runtime).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from jlab import CHROMIUM, CHROMIUM_ARGS, STEP_TIMEOUT_MS, check_browser_tools  # type: ignore[import-not-found]
+from lite_page import LitePage, lite_page  # type: ignore[import-not-found]
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+KERNEL_TIMEOUT_MS = max(STEP_TIMEOUT_MS, 180_000)  # Pyodide and the wheels load on first use
+#: nothing listens on port 9: any request Chromium would send beyond loopback fails there
+NOWHERE_PROXY = "--proxy-server=http://127.0.0.1:9"
+STEP_CELL = (
+    "step = await agent.arun_step(task)\n"
+    "print('observation:', step.tool_outputs[0].content, '| is_last:', step.is_last)\n"
+    "step"
+)
+SELFTEST = "lite_selftest.ipynb"
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def selftest_notebook(folder: Path) -> Path:
+    nb = new_notebook(cells=[
+        new_code_cell("import nbagent\nprint('imported', nbagent.__name__)"),
+        new_code_cell("raise ValueError('on purpose')"),
+        new_code_cell("print('not reached')"),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python", "display_name": "Python (Pyodide)", "language": "python"}
+    path = folder / SELFTEST
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    check_browser_tools()
+    from lite.build_site import build
+    from lite.serve import serve_in_thread
+
+    sys.path.insert(0, str(REPO / "tests" / "pyodide"))
+    from pyodide_harness import node_problem
+
+    problem = node_problem()
+    if problem:  # npm installs the site's Pyodide
+        pytest.fail(problem) if os.environ.get("REQUIRE_BROWSER") == "1" else pytest.skip(problem)
+    folder = tmp_path_factory.mktemp("lite")
+    start = time.monotonic()
+    built = build(folder / "site", extra_files=[selftest_notebook(folder)], expose_app=True, quiet=True)
+    print(f"\nJupyterLite site built in {time.monotonic() - start:.1f} s")
+    server, base = serve_in_thread(built)
+    try:
+        yield base
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(site: str) -> Iterator[Any]:
+    import playwright.sync_api as api
+
+    with api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, NOWHERE_PROXY], timeout=STEP_TIMEOUT_MS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture()
+def lite(browser: Any, site: str, shots: Path, request: pytest.FixtureRequest) -> Iterator[LitePage]:
+    ctx, page = lite_page(browser, site, timeout_ms=KERNEL_TIMEOUT_MS)
+    try:
+        yield page
+    finally:
+        try:  # what the page showed at the end, passed or failed
+            page.page.screenshot(path=str(shots / f"lite_{request.node.name}.png"))
+        except Exception:  # noqa: BLE001 - a screenshot is a bonus, never the failure
+            pass
+        ctx.close()
+
+
+def test_quick_start_first_step_in_the_browser_offline(lite: LitePage) -> None:
+    lite.open_notebook("01_quickstart.ipynb")
+    ready_s = lite.wait_kernel_idle(KERNEL_TIMEOUT_MS)
+
+    # the notebook's own cells, up to the agent and its task, from the Run menu (outputs
+    # cleared first: the file holds those of the build, which must not pass for this run's)
+    lite.clear_outputs()
+    lite.code_cell("live = agent.live_graph(task)").locator(".jp-InputArea-editor").click()
+    lite.run_menu("Run All Above Selected Cell")
+    task_cell = lite.wait_cell_done(
+        next(c["source"] for c in lite.cells() if "agent.create_task" in c["source"]), KERNEL_TIMEOUT_MS
+    )
+    ran = [c for c in lite.cells() if c["execution_count"] is not None]
+    errors = [o for c in ran for o in c["outputs"] if o["output_type"] == "error"]
+    assert not errors, f"the notebook's first cells failed in the browser: {errors}"
+    assert [c["source"].splitlines()[0] for c in ran][:1] == ["from nbagent import FunctionTool, ReActAgent, ScriptedLLM, seed_ids"]
+    printed = "".join(o.get("text", "") for o in task_cell["outputs"] if o["output_type"] == "stream")
+    assert "queued steps: 1" in printed
+    lite.code_cell("agent.create_task").locator(".nbagent.nb-task").wait_for()  # the task's card
+
+    lite.add_cell_below("agent.create_task", STEP_CELL)
+    step_cell = lite.wait_cell_done(STEP_CELL, KERNEL_TIMEOUT_MS)
+    first_result_s = time.monotonic() - lite.started
+    assert [o for o in step_cell["outputs"] if o["output_type"] == "error"] == []
+    printed = "".join(o.get("text", "") for o in step_cell["outputs"] if o["output_type"] == "stream")
+    assert printed == "observation: 363 | is_last: False\n"
+    card = lite.code_cell("step = await agent.arun_step(task)").locator(".nbagent.nb-step-output")
+    card.wait_for()
+    assert "multiply" in card.inner_text()
+
+    print(f"\nJupyterLite: kernel ready {ready_s:.1f} s, first step's result {first_result_s:.1f} s after opening")
+    assert lite.offsite == [], f"requests left the site: {lite.offsite}"
+    assert lite.errors == []
+
+
+def test_run_all_helper_reports_the_failing_cell_and_stops(lite: LitePage) -> None:
+    lite.open_notebook(SELFTEST)
+    lite.wait_kernel_idle(KERNEL_TIMEOUT_MS)
+    errors = lite.run_all_and_collect_errors(KERNEL_TIMEOUT_MS)
+    assert errors == [{"index": 1, "ename": "ValueError", "evalue": "on purpose"}]
+    cells = lite.cells()
+    assert cells[0]["outputs"][0]["text"] == "imported nbagent\n"
+    assert cells[2]["execution_count"] is None  # Run All stopped at the error
+    assert lite.offsite == [], f"requests left the site: {lite.offsite}"
+    assert lite.errors == []
