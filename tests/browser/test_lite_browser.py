@@ -6,8 +6,9 @@ nothing fetched at run time) into a temporary folder, serves it on 127.0.0.1 and
 proxy that goes nowhere, for anything the page's routes would not see. In the notebook, the Run
 menu runs the cells that build the agent and its task (importing nbagent loads it from the
 site's Pyodide lock), then a new cell runs ``await agent.arun_step(task)``: the tool call and
-its observation come back, with the step's HTML card. The figures it prints are the time to a
-ready kernel and to that first step's result.
+its observation come back, with the step's HTML card; then ``agent.live_graph(task)`` draws
+the step graph in the page (Graphviz as WebAssembly in graphviz-anywidget's front end). The
+figures it prints are the time to a ready kernel and to that first step's result.
 
 ``run_all_and_collect_errors`` (lite_page.py) is checked on a notebook the test adds, whose
 second cell raises on purpose; it is what the end-to-end run of notebooks 01 and 05 will use
@@ -137,6 +138,14 @@ def test_quick_start_first_step_in_the_browser_offline(lite: LitePage) -> None:
     card = lite.code_cell("step = await agent.arun_step(task)").locator(".nbagent.nb-step-output")
     card.wait_for()
     assert "multiply" in card.inner_text()
+
+    # the live graph: an anywidget whose front end draws the DOT with Graphviz compiled to
+    # WebAssembly, in the page (no Graphviz program in Pyodide, nothing fetched)
+    lite.add_cell_below("step = await agent.arun_step(task)", "agent.live_graph(task)")
+    nodes = lite.page.locator(".nbagent-livegraph svg g.node")
+    nodes.nth(1).wait_for()
+    assert nodes.count() == 2  # the step that ran and the one queued after it
+    assert "done" in (nodes.nth(0).text_content() or "") and "queued" in (nodes.nth(1).text_content() or "")
 
     print(f"\nJupyterLite: kernel ready {ready_s:.1f} s, first step's result {first_result_s:.1f} s after opening")
     assert lite.offsite == [], f"requests left the site: {lite.offsite}"
