@@ -48,8 +48,18 @@ def wheelhouse() -> Wheelhouse:
     return collect()
 
 
+#: Node 20 runs WebAssembly stack switching (JSPI: ``pyodide.ffi.run_sync``) only behind this
+#: flag; Chromium has it on. Without it ``can_run_sync()`` is False: the path with no JSPI.
+JSPI_NODE_ARGS = ("--experimental-wasm-stack-switching",)
+
+
 def run_scenario(
-    scenario: Path, house: Wheelhouse | None = None, *, only: str | None = None, timeout_s: float = 240.0
+    scenario: Path,
+    house: Wheelhouse | None = None,
+    *,
+    only: str | None = None,
+    node_args: tuple[str, ...] = (),
+    timeout_s: float = 240.0,
 ) -> dict[str, Any]:
     house = house or wheelhouse()
     with tempfile.TemporaryDirectory(prefix="nbagent-pyodide-") as tmp:
@@ -65,7 +75,7 @@ def run_scenario(
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "HTTP_PROXY", "HTTPS_PROXY"))}
         start = time.monotonic()
         proc = subprocess.run(
-            ["node", str(RUNNER), str(config)], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp
+            ["node", *node_args, str(RUNNER), str(config)], capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp
         )
         wall = time.monotonic() - start
         if not out.is_file():
@@ -95,9 +105,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Run a scenario in Pyodide under Node, offline.")
     parser.add_argument("scenario", type=Path)
     parser.add_argument("--each", action="store_true", help="run each probe in a fresh Pyodide")
+    parser.add_argument("--jspi", action="store_true", help=f"node {' '.join(JSPI_NODE_ARGS)}: run_sync works")
     args = parser.parse_args(argv)
+    node_args = JSPI_NODE_ARGS if args.jspi else ()
     if not args.each:
-        record = run_scenario(args.scenario)
+        record = run_scenario(args.scenario, node_args=node_args)
         if record.get("error") is None:
             record.pop("logs", None)
         print(json.dumps(record, indent=2))
@@ -105,7 +117,7 @@ def main(argv: list[str]) -> int:
     house = wheelhouse()
     merged: dict[str, Any] = {}
     for name in probe_names(args.scenario):
-        record = run_scenario(args.scenario, house, only=name)
+        record = run_scenario(args.scenario, house, only=name, node_args=node_args)
         part = record.get("value") or record.get("partial") or {}
         merged[name] = part.get(name, record.get("error"))
         print(f"{name}: {merged[name]}", file=sys.stderr, flush=True)
