@@ -61,10 +61,9 @@ def selftest_notebook(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     check_browser_tools()
     from lite.build_site import build
-    from lite.serve import serve_in_thread
 
     sys.path.insert(0, str(REPO / "tests" / "pyodide"))
     from pyodide_harness import node_problem
@@ -74,8 +73,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail(problem) if os.environ.get("REQUIRE_BROWSER") == "1" else pytest.skip(problem)
     folder = tmp_path_factory.mktemp("lite")
     start = time.monotonic()
-    built = build(folder / "site", extra_files=[selftest_notebook(folder)], expose_app=True, quiet=True)
+    site = build(folder / "site", extra_files=[selftest_notebook(folder)], expose_app=True, quiet=True)
     print(f"\nJupyterLite site built in {time.monotonic() - start:.1f} s")
+    return site
+
+
+@pytest.fixture(scope="module")
+def site(built: Path) -> Iterator[str]:
+    from lite.serve import serve_in_thread
+
     server, base = serve_in_thread(built)
     try:
         yield base
@@ -107,6 +113,17 @@ def lite(browser: Any, site: str, shots: Path, request: pytest.FixtureRequest) -
         except Exception:  # noqa: BLE001 - a screenshot is a bonus, never the failure
             pass
         ctx.close()
+
+
+def test_the_site_holds_its_own_pyodide_and_exactly_nbagents_wheels(built: Path) -> None:
+    from lite.build_site import NOTEBOOKS, check_site
+    from lite.collect_wheels import read_pins
+
+    facts = check_site(built)  # raises if anything would be fetched from elsewhere
+    assert facts["pyodide_lock"] == sorted([*read_pins(), "nbagent"])
+    assert facts["contents"] == sorted([*(f"{n}.ipynb" for n in NOTEBOOKS), "cassettes", SELFTEST])
+    assert (built / "static" / "pyodide" / "pyodide.asm.wasm").is_file()
+    assert "cdn.jsdelivr" not in (built / "jupyter-lite.json").read_text(encoding="utf-8")
 
 
 def test_quick_start_first_step_in_the_browser_offline(lite: LitePage) -> None:
