@@ -87,8 +87,9 @@ def test_an_approval_row_wraps_between_its_groups_never_inside_one() -> None:
     assert row.widget.layout.flex_flow == "row wrap"
     assert list(approve_group.children) == [row.arguments, row.approve_button, row.edit_button]
     assert list(reject_group.children) == [row.reason, row.reject_button]  # Reject stays by its reason
-    for group in (approve_group, reject_group):
-        assert group.layout.flex_flow == "row nowrap"
+    for group in (approve_group, reject_group):  # kept whole: no shrinking, no wrapping inside
+        assert group.layout.flex_flow == "row nowrap" and group.layout.flex == "0 0 auto"
+    assert label.layout.flex.startswith("1 1")  # the call's text takes the room left
 
 
 # ----- words ---------------------------------------------------------------------------------

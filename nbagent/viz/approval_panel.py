@@ -35,15 +35,15 @@ class _Row:
 
         self.call = call
         label = f"{call.tool_name}({args_preview(call.arguments)})"
+        # the call's text takes the room left and wraps; the two groups of controls keep
+        # their size and move to the next line whole when the row is too narrow
         self.label = W.HTML(
-            f'<span class="nbagent-approval-call"><b>approve?</b> <code>{html_text(preview(label, 200))}</code></span>'
+            f'<span class="nbagent-approval-call"><b>approve?</b> <code>{html_text(preview(label, 200))}</code></span>',
+            layout=W.Layout(flex="1 1 16em", min_width="12em"),
         )
-        self.arguments = W.Text(
-            value=json.dumps(call.arguments, ensure_ascii=False),
-            layout=W.Layout(width="auto", min_width="12em", flex="1 1 auto"),
-        )
+        self.arguments = W.Text(value=json.dumps(call.arguments, ensure_ascii=False), layout=W.Layout(width="16em"))
         self.arguments.add_class("nbagent-approval-args")
-        self.reason = W.Text(placeholder="reason (for Reject)", layout=W.Layout(width="auto", min_width="10em"))
+        self.reason = W.Text(placeholder="reason (for Reject)", layout=W.Layout(width="12em"))
         self.reason.add_class("nbagent-approval-reason")
         cid = call.call_id
         self.approve_button = W.Button(description="Approve", icon="check", button_style="success",
@@ -62,12 +62,12 @@ class _Row:
         self.reject_button.on_click(lambda _: panel._click(lambda: panel.reject(cid, self.reason.value or None)))
         # the row wraps between groups, never inside one: Reject stays beside its reason box
         # and Approve / Edit beside the arguments they use
-        def group(*children: Any, grow: str = "0 0 auto") -> Any:
-            return W.HBox(list(children), layout=W.Layout(flex=grow, flex_flow="row nowrap", align_items="center",
-                                                           max_width="100%"))
+        def group(*children: Any) -> Any:
+            return W.HBox(list(children), layout=W.Layout(flex="0 0 auto", flex_flow="row nowrap",
+                                                           align_items="center"))
 
         self.widget = W.HBox(
-            [self.label, group(self.arguments, self.approve_button, self.edit_button, grow="1 1 24em"),
+            [self.label, group(self.arguments, self.approve_button, self.edit_button),
              group(self.reason, self.reject_button)],
             layout=W.Layout(flex_flow="row wrap", align_items="center"),
         )

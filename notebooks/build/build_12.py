@@ -204,10 +204,6 @@ guarded.approve(t2, call.call_id, arguments={"path": "draft.txt"})
 print(guarded.run_step(t2).tool_outputs[0].content, "| archive:", sorted(archive))
 """),
     md("""
-In the control panel (`agent.panel(task)`), each waiting call gets a row with **Approve**,
-**Edit** (approve with the arguments typed in the row) and **Reject** (with the reason typed
-next to it); `panel.approve`, `panel.edit` and `panel.reject` do the same from code.
-
 ### The same in a workflow agent
 
 Workflow agents stream a `ToolApprovalRequired` event and wait; you answer with
@@ -231,6 +227,28 @@ async for ev in handler.stream_events():
 result = await handler
 print(result)
 print([(d["tool_name"], d["arguments"]["path"], d["decision"]) for d in await handler.ctx.get("tool_approvals")])
+"""),
+    md("""
+### In the control panel
+
+In the control panel (`agent.panel(task)`), each waiting call gets a row with **Approve**,
+**Edit** (approve with the arguments typed in the row) and **Reject** (with the reason typed
+next to it); `panel.approve`, `panel.edit` and `panel.reject` do the same from code. Here is
+the clean-up once more, on a fresh agent with the two files back (nothing below touches the
+folder), brought to the point where its two deletions wait: the panel shows a row for each.
+Type a reason and click **Reject** on the `old_report.docx` row, **Approve** the other, then
+**Run to end**: the model adapts as it did above and archives the file instead.
+"""),
+    code("""
+folder.update({"old_report.docx": "Q3 numbers", "tmp.log": "noise"})
+archive.clear()
+tidy = FunctionCallingAgent.from_tools(tools, llm=llm, system_prompt="You tidy up a folder.")
+cleanup = tidy.create_task("Clean up my folder: delete what looks old.")
+tidy.run_step(cleanup)  # the model lists the files
+tidy.run_step(cleanup)  # it asks for the two deletions: they wait
+print([f"{call.tool_name}({call.arguments})" for call in tidy.pending_approvals(cleanup)])
+panel = tidy.panel(cleanup)
+panel
 """),
     md("""
 ## Part 2 · An agent fills a pydantic form
