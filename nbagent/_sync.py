@@ -264,7 +264,9 @@ def _next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
         if running is None:
             if loop.is_running():
                 return _wait(asyncio.run_coroutine_threadsafe(_anext(agen), loop))
-            return loop.run_until_complete(_anext(agen))
+            # interrupted, the pending read is cancelled (not left running on the loop, where
+            # the next read would find the generator busy)
+            return _run_here(loop, _anext(agen))
         if running is loop:
             raise RuntimeError(
                 "this stream was started by an async call on the running event loop; "

@@ -479,13 +479,13 @@ class StreamingAgentChatResponse:
                     token = next(source)
                 else:
                     token = _sync.next_on(self._loop, source)
+                self._take(token)  # in the try: a token taken is kept, or the read fails
             except StopIteration:
                 self._finish()
                 return
-            except Exception as err:
+            except BaseException as err:  # Ctrl-C while reading too: the answer has no end
                 self._fail(err)
                 raise
-            self._take(token)
             yield token
 
     async def async_response_gen(self) -> AsyncIterator[str]:
@@ -503,13 +503,13 @@ class StreamingAgentChatResponse:
                     token = next(source)
                 else:
                     token = await _sync.anext_on(self._loop, source)
+                self._take(token)  # in the try: a token taken is kept, or the read fails
             except (StopIteration, StopAsyncIteration):
                 self._finish()
                 return
-            except Exception as err:
+            except BaseException as err:  # Ctrl-C while reading too: the answer has no end
                 self._fail(err)
                 raise
-            self._take(token)
             yield token
 
     def get_response(self) -> AgentChatResponse:

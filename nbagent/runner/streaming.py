@@ -74,6 +74,9 @@ def stream_on(
             raise
 
     stream.wrap_source(until_the_end)
+    # a read that breaks where ``until_the_end`` cannot catch it (an interrupt on a line the
+    # generator has not entered its ``try`` on) still puts the step back
+    stream.add_error_callback(lambda error: runner._abort_step(state, att, error))
 
 
 async def aend_streamed_step(state: TaskState) -> None:
