@@ -34,10 +34,10 @@ class FanOutWorker(BaseAgentWorker):
     async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
         kind = step.step_state["kind"]
         if kind == "root":
-            join = TaskStep(task_id=task.task_id, step_state={"kind": "join"}, is_ready=False)
+            join = TaskStep(task_id=task.task_id, step_state={"kind": "join"})
             branches = []
             for i in range(self.branches):
-                branch = TaskStep(task_id=task.task_id, input=str(i), step_state={"kind": "branch"}, is_ready=False)
+                branch = TaskStep(task_id=task.task_id, input=str(i), step_state={"kind": "branch"})
                 branch.link_step(join)
                 branches.append(branch)
             return TaskStepOutput(output="fan out", task_step=step, next_steps=[*branches, join])
