@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from nbagent._version import __version__
 
 _EXPORTS: dict[str, str] = {
     # data
@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     "FunctionTool": "nbagent.tools",
     "ToolMetadata": "nbagent.tools",
     "PromptTemplate": "nbagent.prompts",
-    "AppendLog": "nbagent.runner.snapshot",
+    "AppendLog": "nbagent.snapshot",
     # tools from MCP servers
     "BasicMCPClient": "nbagent.mcp",
     "McpToolSpec": "nbagent.mcp",
@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "write_report": "nbagent.report",
     # approval of tool calls, typed answers
     "PendingCall": "nbagent.approval",
-    "AwaitingApprovalError": "nbagent.runner.approvals",
+    "AwaitingApprovalError": "nbagent.engine.approvals",
     "StructuredOutputError": "nbagent.structured",
     # batches
     "BatchRun": "nbagent.batch",
@@ -69,19 +69,19 @@ _EXPORTS: dict[str, str] = {
     "AgentRunner": "nbagent.runner.base",
     "BaseAgent": "nbagent.runner.base",
     "ParallelAgentRunner": "nbagent.runner.parallel",
-    "TaskState": "nbagent.runner.state",
-    "AgentState": "nbagent.runner.agent_state",
-    "TaskStatus": "nbagent.runner.state",
-    "StepStatus": "nbagent.runner.state",
-    "UnknownTaskError": "nbagent.runner.base",
-    "TaskStateError": "nbagent.runner.base",
+    "TaskState": "nbagent.engine.state",
+    "AgentState": "nbagent.engine.agent_state",
+    "TaskStatus": "nbagent.engine.state",
+    "StepStatus": "nbagent.engine.state",
+    "UnknownTaskError": "nbagent.engine.errors",
+    "TaskStateError": "nbagent.engine.errors",
     "BaseAgentWorker": "nbagent.workers.base",
     "CustomSimpleAgentWorker": "nbagent.workers.custom",
     "FnAgentWorker": "nbagent.workers.fn",
     "QueryPipelineAgentWorker": "nbagent.workers.pipeline",
     "PlannerAgentWorker": "nbagent.workers.planner",
     "MultimodalReActAgentWorker": "nbagent.workers.multimodal",
-    "ImageDocument": "nbagent.workers.multimodal",
+    "ImageDocument": "nbagent.images",
     "ReActAgentWorker": "nbagent.workers.react",
     "FunctionCallingAgentWorker": "nbagent.workers.function_calling",
     "OpenAIAgentWorker": "nbagent.workers.function_calling",
@@ -119,7 +119,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.events import EventDispatcher
     from nbagent.approval import PendingCall
     from nbagent.batch import BatchRun, BatchTaskError
-    from nbagent.runner.approvals import AwaitingApprovalError
+    from nbagent.engine.approvals import AwaitingApprovalError
     from nbagent.structured import StructuredOutputError
     from nbagent.branches import Branch
     from nbagent.costs import Pricing, set_pricing
@@ -140,14 +140,15 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.mcp import BasicMCPClient, MCPServerError, McpTool, McpToolSpec
     from nbagent.memory import ChatMemoryBuffer
     from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
-    from nbagent.runner.base import AgentRunner, BaseAgent, TaskStateError, UnknownTaskError
+    from nbagent.engine.errors import TaskStateError, UnknownTaskError
+    from nbagent.runner.base import AgentRunner, BaseAgent
     from nbagent.runner.parallel import ParallelAgentRunner
     from nbagent.persist import PersistError, allow_type
     from nbagent.prompts import PromptTemplate
     from nbagent.report import write_report
-    from nbagent.runner.snapshot import AppendLog
-    from nbagent.runner.agent_state import AgentState
-    from nbagent.runner.state import StepStatus, TaskState, TaskStatus
+    from nbagent.snapshot import AppendLog
+    from nbagent.engine.agent_state import AgentState
+    from nbagent.engine.state import StepStatus, TaskState, TaskStatus
     from nbagent.schema import (
         AgentChatResponse,
         StreamingAgentChatResponse,
@@ -160,7 +161,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.workers.custom import CustomSimpleAgentWorker
     from nbagent.workers.fn import FnAgentWorker
     from nbagent.workers.pipeline import QueryPipelineAgentWorker
-    from nbagent.workers.multimodal import ImageDocument, MultimodalReActAgentWorker
+    from nbagent.images import ImageDocument
+    from nbagent.workers.multimodal import MultimodalReActAgentWorker
     from nbagent.workers.planner import PlannerAgentWorker
     from nbagent.workers.function_calling import FunctionCallingAgentWorker, OpenAIAgentWorker
     from nbagent.workers.react import ReActAgentWorker

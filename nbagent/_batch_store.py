@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
     from nbagent.store.sqlite import TaskInfo
 
 __all__ = ["BatchStore", "FAILED_SUFFIX"]

@@ -26,7 +26,7 @@ step that ran it (``undo_step``, ``goto_step``, ``fork``) withdraws the approval
 that step again waits for a new decision. A rejection stays (nothing ran).
 
 This module is below the runner (workers use it); the runner-side methods
-(``pending_approvals``, ``approve``, ``reject``) are in ``nbagent.runner.approvals``.
+(``pending_approvals``, ``approve``, ``reject``) are in ``nbagent.engine.approvals``.
 """
 
 from __future__ import annotations

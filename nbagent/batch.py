@@ -43,7 +43,7 @@ from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
 
 __all__ = [
     "BatchRun",

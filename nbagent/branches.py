@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from nbagent._counts import counted
 from nbagent.events import StepEdited, StepUndone
-from nbagent.runner.state import StepStatus, TaskState
+from nbagent.engine.state import StepStatus, TaskState
 from nbagent.schema import TaskStep, TaskStepOutput
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class Branch:
 
 
 def _check_idle(state: TaskState) -> None:
-    from nbagent.runner.base import TaskStateError
+    from nbagent.engine.errors import TaskStateError
 
     if state.finalized or state.abandoned:
         raise TaskStateError(
@@ -99,7 +99,7 @@ def _next_ready(state: TaskState) -> TaskStep | None:
 
 def _plan_goto(state: TaskState, step_id: str, before: bool) -> tuple[TaskStep, int]:
     """The step to go back to and how many completed steps to undo (-1: none, it is queued)."""
-    from nbagent.runner.base import TaskStateError
+    from nbagent.engine.errors import TaskStateError
 
     step = _step(state, step_id)
     sid = step.step_id
@@ -351,8 +351,7 @@ def _output_on(state: TaskState, path: tuple[str, ...], i: int) -> TaskStepOutpu
 
 def _branch_step(state: TaskState, path: tuple[str, ...], i: int) -> BranchStep:
     from nbagent.costs import cost_label
-    from nbagent.viz.dot import output_text
-    from nbagent.viz.escape import args_preview, safe_str
+    from nbagent.text import args_preview, output_text, safe_str
 
     sid = path[i]
     step = state.steps.get(sid)
@@ -400,7 +399,7 @@ class BranchComparison:
 
     def to_text(self, width: int = 60) -> str:
         """A plain-text side-by-side view."""
-        from nbagent.viz.escape import preview
+        from nbagent.text import preview
 
         def cell(s: BranchStep | None) -> list[str]:
             if s is None:
@@ -435,7 +434,7 @@ class BranchComparison:
         return self.to_text()
 
     def _repr_html_(self) -> str:
-        from nbagent.viz.escape import html_text, preview, short_id
+        from nbagent.text import html_text, preview, short_id
         from nbagent.viz.html import CSS
 
         def cell(s: BranchStep | None) -> str:

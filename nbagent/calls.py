@@ -160,7 +160,7 @@ class _ThreadCall:
     that finds it.
 
     No lock (an interrupt landing on a ``with lock:`` exit would leave it held; see
-    ``nbagent.runner.txn``): who comes first, the thread starting or the step giving the
+    ``nbagent.engine.txn``): who comes first, the thread starting or the step giving the
     call up, is settled by one atomic ``dict.setdefault``."""
 
     __slots__ = ("first", "output", "ended", "gone", "outputs", "call_id", "tool_call_id", "where")

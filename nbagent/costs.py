@@ -30,7 +30,7 @@ from nbagent._counts import counted
 if TYPE_CHECKING:
     from nbagent.messages import TokenUsage
     from nbagent.runner.base import AgentRunner
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
     from nbagent.schema import TaskStepOutput
 
 __all__ = [
@@ -269,7 +269,7 @@ class TaskCost:
 
     def _repr_html_(self) -> str:
         from nbagent.viz.html import CSS
-        from nbagent.viz.escape import html_text, short_id
+        from nbagent.text import html_text, short_id
 
         rows = "".join(
             f"<tr><td><code>{html_text(short_id(s.step_id))}</code>{' (undone)' if s.undone else ''}</td>"

@@ -27,7 +27,7 @@ from nbagent.store import (
     save_runner,
     set_autosave,
 )
-from nbagent.store.values import _ALLOWED  # noqa: F401 - the registry allow_type fills
+from nbagent.allowlist import _ALLOWED  # noqa: F401 - the registry allow_type fills
 
 __all__ = [
     "FORMAT",

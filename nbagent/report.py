@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
-from nbagent.viz.escape import html_text, preview, safe_str, short_id
+from nbagent.text import html_text, preview, safe_str, short_id
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
-    from nbagent.runner.state import StepFailure, TaskState
+    from nbagent.engine.state import StepFailure, TaskState
     from nbagent.schema import TaskStepOutput
 
 __all__ = ["write_report", "report_html", "load_for_report"]
@@ -67,7 +67,7 @@ def report_html(
     source: AgentRunner | str | os.PathLike[str], task_id: str | None = None, *, title: str | None = None
 ) -> str:
     """The report as one HTML document (see the module docstring)."""
-    from nbagent import __version__
+    from nbagent._version import __version__
     from nbagent.viz.html import CSS
 
     runner, origin = _runner_of(source)
@@ -216,7 +216,8 @@ def _task_section_or_note(runner: AgentRunner, state: TaskState, index: int) -> 
 
 def _task_section(runner: AgentRunner, state: TaskState, index: int) -> str:
     from nbagent.costs import task_cost_label
-    from nbagent.viz.dot import node_names, output_text, status_summary, step_numbers
+    from nbagent.text import output_text
+    from nbagent.viz.dot import node_names, status_summary, step_numbers
     from nbagent.viz.html import transcript_html
 
     task = state.task
@@ -275,8 +276,7 @@ def _task_section(runner: AgentRunner, state: TaskState, index: int) -> str:
 
 def _output_body(out: TaskStepOutput) -> list[str]:
     from nbagent.costs import cost_label
-    from nbagent.viz.dot import output_text
-    from nbagent.viz.escape import args_preview
+    from nbagent.text import args_preview, output_text
 
     body: list[str] = []
     if out.reasoning:
@@ -309,7 +309,7 @@ def _output_body(out: TaskStepOutput) -> list[str]:
 def _step_block(
     state: TaskState, n: int, sid: str, failures: list[StepFailure], undone: list[TaskStepOutput]
 ) -> str:
-    from nbagent.runner.state import StepStatus
+    from nbagent.engine.state import StepStatus
 
     try:
         status = state.step_status(sid)

@@ -87,7 +87,7 @@ def allow_in_files(output_cls: Any) -> None:
     again; they are left out (saving such a run names them in its error)."""
     if output_cls is None:
         return
-    from nbagent.store.values import PersistError, allow_type
+    from nbagent.allowlist import PersistError, allow_type
 
     found: set[type] = set()
     _models_in(output_cls, found)

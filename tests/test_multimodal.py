@@ -195,3 +195,17 @@ def test_constructor_arguments() -> None:
         MultimodalReActAgentWorker([])
     with pytest.raises(ValueError, match="image_detail"):
         MultimodalReActAgentWorker([], llm=llm, image_detail="huge")
+
+
+def test_a_run_saved_when_image_documents_lived_in_the_worker_module_still_loads(tmp_path: Path) -> None:
+    doc = ImageDocument(image=base64.b64encode(RED).decode("ascii"), text="red")
+    runner, _ = make([ANSWER])
+    task = runner.create_task("What colour is it?", extra_state={"image_docs": [doc]})
+    runner.run_step(task)
+    path = runner.save(tmp_path / "run.json")
+    text = path.read_text(encoding="utf-8")
+    assert '"nbagent.images:ImageDocument"' in text and "nbagent.workers.multimodal" not in text
+    old = tmp_path / "old.json"  # the class reference as files written before the move name it
+    old.write_text(text.replace('"nbagent.images:ImageDocument"', '"nbagent.workers.multimodal:ImageDocument"'))
+    loaded = AgentRunner.load(old, runner.agent_worker)
+    assert loaded.state_of(task.task_id).task.extra_state["image_docs"] == [doc]

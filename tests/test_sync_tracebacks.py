@@ -16,7 +16,7 @@ import pytest
 
 import nbagent
 from nbagent import ReActAgent, ScriptedLLM
-from nbagent.runner.base import TaskStateError
+from nbagent.engine.errors import TaskStateError
 from nbagent.schema import AgentChatResponse
 from nbagent.workers.custom import CustomSimpleAgentWorker
 
@@ -84,7 +84,7 @@ def test_run_step_on_a_finished_task_shows_the_call_then_the_message(in_loop: bo
     ours = [f for f in frames if _in_package(f)]
     assert [f.name for f in ours] == ["run_step", "run_sync"], [f.name for f in frames]
     assert not any(part in f.filename for f in frames for part in ("asyncio", "concurrent")), text
-    assert text.rstrip().splitlines()[-1].startswith("nbagent.runner.base.TaskStateError: task ")
+    assert text.rstrip().splitlines()[-1].startswith("nbagent.engine.errors.TaskStateError: task ")
     assert "has no queued step to run" in text.rstrip().splitlines()[-1]
     assert len(text.splitlines()) <= 16, text  # it was 21 (23 in a loop) before
 

@@ -37,7 +37,7 @@ class McpToolResult(BaseModel):
 
     def image_documents(self) -> list[Any]:
         """The images as ``ImageDocument`` s (what the multimodal worker sends to its model)."""
-        from nbagent.workers.multimodal import ImageDocument
+        from nbagent.images import ImageDocument
 
         return [ImageDocument(image=im.data, image_mimetype=im.mime_type) for im in self.images]
 

@@ -1,7 +1,7 @@
 """Runners: own the tasks' state and drive workers one step at a time."""
 
-from nbagent.runner.agent_state import AgentState, DAGAgentState
+from nbagent.engine.agent_state import AgentState, DAGAgentState
+from nbagent.engine.state import StepFailure, StepStatus, TaskState, TaskStatus
 from nbagent.runner.base import AgentRunner
-from nbagent.runner.state import StepFailure, StepStatus, TaskState, TaskStatus
 
 __all__ = ["AgentRunner", "AgentState", "DAGAgentState", "TaskState", "TaskStatus", "StepStatus", "StepFailure"]

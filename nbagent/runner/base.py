@@ -40,9 +40,11 @@ from nbagent.events import (
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
 from nbagent.prompts import PromptMixin
-from nbagent.runner.agent_state import AgentState
-from nbagent.runner import streaming, txn
-from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
+from nbagent.engine.agent_state import AgentState
+from nbagent.engine.errors import TaskRef, TaskStateError, UnknownTaskError, busy_message
+from nbagent.engine.slots import ServiceSlots
+from nbagent.engine import streaming, txn
+from nbagent.engine.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import (
     AgentChatResponse,
     SkippedOutput,
@@ -55,35 +57,15 @@ from nbagent.workers.base import BaseAgentWorker
 
 __all__ = ["AgentRunner", "BaseAgent", "TaskRef", "UnknownTaskError", "TaskStateError"]
 
-TaskRef = Union[Task, str]
 Mode = Literal["wait", "stream"]
 ChatResponseType = Union[AgentChatResponse, StreamingAgentChatResponse]
 _T = TypeVar("_T")
 
 
-class UnknownTaskError(KeyError):
-    """A task id the runner does not know."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0])
-
-
-class TaskStateError(RuntimeError):
-    """The call does not fit the task's state (finalized, abandoned, nothing to undo...)."""
-
-
 def _approvals() -> Any:
-    from nbagent.runner import approvals
+    from nbagent.engine import approvals
 
     return approvals
-
-
-def _busy(state: TaskState) -> str:
-    return (
-        f"task {state.task_id!r} is busy: it is already running step(s) {sorted(state.running)} "
-        "(another call, a thread or the panel's run); wait for it to end or stop it"
-    )
-
 
 
 def query_text(str_or_query_bundle: object) -> str:
@@ -195,6 +177,7 @@ class AgentRunner(BaseAgent):
         self.verbose = verbose
         self.keep_history = keep_history
         self.events = EventDispatcher()
+        self._services = ServiceSlots()  # state of the services above the engine (store, costs...)
         state._adopt(self)
         self.approve_tools = approve_tools
         if max_finished_tasks is not None and (
@@ -353,7 +336,7 @@ class AgentRunner(BaseAgent):
         if state.finalized:
             raise TaskStateError(f"task {state.task_id!r} is finalized; create a new task")
         if state.running:
-            raise TaskStateError(_busy(state))
+            raise TaskStateError(busy_message(state))
 
     def _pick_step(self, state: TaskState, step: TaskStep | None) -> TaskStep:
         queue = state.step_queue
@@ -392,7 +375,7 @@ class AgentRunner(BaseAgent):
 
     # Hooks around a step's state changes; ParallelAgentRunner overrides them so that a
     # branch's rollback or undo never touches what its siblings did. The transaction rules
-    # that make a step safe to interrupt anywhere are in ``nbagent.runner.txn``.
+    # that make a step safe to interrupt anywhere are in ``nbagent.engine.txn``.
     def _snapshot_step(self, state: TaskState, step: TaskStep) -> StepSnapshot:
         """What ``step`` may change, taken before anything changes."""
         return state.snapshot(step)
@@ -480,11 +463,11 @@ class AgentRunner(BaseAgent):
         state = self.state_of(task_id)
         await streaming.aend_streamed_step(state)
         att = txn.StepAttempt()
-        try:  # from here to the return, any exception puts the task back (see runner.txn)
+        try:  # from here to the return, any exception puts the task back (see engine.txn)
             att.claim = self._claim_token()
             if not txn.claim(self, state, att.claim):
                 att.claim = None
-                raise TaskStateError(_busy(state))
+                raise TaskStateError(busy_message(state))
             self._check_runnable(state)
             picked = att.step = self._pick_step(state, step)
             task = state.task
@@ -675,7 +658,7 @@ class AgentRunner(BaseAgent):
             token = txn.Claim()
             if not txn.claim(self, state, token):
                 token = None
-                raise TaskStateError(f"{_busy(state)}; {after}")
+                raise TaskStateError(f"{busy_message(state)}; {after}")
             check()
             cp = txn.Checkpoint(state, touched())
             result = body()
@@ -701,7 +684,7 @@ class AgentRunner(BaseAgent):
                 "finalized or abandoned can undo a step"
             )
         if state.running:
-            raise TaskStateError(_busy(state) + "; undo after it ends")
+            raise TaskStateError(busy_message(state) + "; undo after it ends")
         if not state.history:
             why = "no step has completed" if not state.completed_steps else (
                 "undo history is off (keep_history=False)"
@@ -739,21 +722,21 @@ class AgentRunner(BaseAgent):
         worker = self.agent_worker
         return {"agent_worker": worker} if isinstance(worker, PromptMixin) else {}
 
-    # ----- held steps (is_ready=False; nbagent.runner.holds) --------------------------------
+    # ----- held steps (is_ready=False; nbagent.engine.holds) --------------------------------
     def release_step(self, task_id: TaskRef, step_id: str | None = None) -> list[TaskStep]:
         """Let held steps run (``is_ready=True``): ``step_id``, or every held step of the
         task. Returns the steps released."""
-        from nbagent.runner.holds import release_step
+        from nbagent.engine.holds import release_step
 
         return release_step(self, task_id, step_id)
 
     def hold_step(self, task_id: TaskRef, step_id: str) -> TaskStep:
         """Hold a queued step back (``is_ready=False``) until ``release_step``."""
-        from nbagent.runner.holds import hold_step
+        from nbagent.engine.holds import hold_step
 
         return hold_step(self, task_id, step_id)
 
-    # ----- approval of tool calls (nbagent.approval, nbagent.runner.approvals) -------------
+    # ----- approval of tool calls (nbagent.approval, nbagent.engine.approvals) -------------
     @property
     def approve_tools(self) -> Any:
         """Runner-wide approval policy: None (only tools marked ``requires_approval``),

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbagent import _sync
-from nbagent.runner import txn
+from nbagent.engine import txn
 from nbagent.runner.base import AgentRunner, ChatResponseType, Mode, TaskRef, TaskStateError
-from nbagent.runner.snapshot import restore_dict, snapshot_dict
-from nbagent.runner.state import _NO_STATE, StepSnapshot, TaskState, TaskStatus
+from nbagent.snapshot import restore_dict, snapshot_dict
+from nbagent.engine.state import _NO_STATE, StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import TaskStep, TaskStepOutput
 from nbagent.workers.base import BaseAgentWorker
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from nbagent.memory import ChatMemoryBuffer
     from nbagent.messages import ChatMessage
-    from nbagent.runner.agent_state import AgentState
+    from nbagent.engine.agent_state import AgentState
 
 __all__ = ["ParallelAgentRunner", "BranchSnapshot", "DEFAULT_MAX_CONCURRENCY"]
 
@@ -168,7 +168,7 @@ class ParallelAgentRunner(AgentRunner):
                 )
             step = found
         if not state.is_step_ready(step):
-            from nbagent.runner.approvals import check_decided
+            from nbagent.engine.approvals import check_decided
 
             check_decided(state, step)
             waits = [p for p in step.prev_steps if p not in state.outputs]
@@ -381,7 +381,7 @@ class ParallelAgentRunner(AgentRunner):
 
 def _check_approvals(state: TaskState) -> None:
     """Raise ``AwaitingApprovalError`` if a queued step waits for decisions on tool calls."""
-    from nbagent.runner.approvals import check_decided
+    from nbagent.engine.approvals import check_decided
 
     for s in state.step_queue:
         check_decided(state, s)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from nbagent.memory import ChatMemoryBuffer
-from nbagent.runner.snapshot import AppendLog
+from nbagent.snapshot import AppendLog
 from nbagent.store.codec import FORMAT, VERSION, runner_from_dict
 from nbagent.store.values import PersistError, _Decoder, memory_tokenizer
 

@@ -34,8 +34,8 @@ from pydantic import ValidationError
 from nbagent import ids as _ids
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import TokenUsage
-from nbagent.runner.snapshot import plain_snapshot
-from nbagent.runner.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
+from nbagent.snapshot import plain_snapshot
+from nbagent.engine.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.damage import DamagedRunError, DamagedRunWarning, mark_skipped, one_line
 from nbagent.store.values import (
@@ -90,7 +90,7 @@ def _worker_info(runner: AgentRunner) -> dict[str, Any]:
 
 def runner_to_dict(runner: AgentRunner) -> dict[str, Any]:
     """The runner's whole state as JSON-ready data (see the module docstring for the format)."""
-    from nbagent import __version__
+    from nbagent._version import __version__
 
     enc = _Encoder()
     settings = {name: getattr(runner, name) for name in _SETTINGS}
@@ -238,7 +238,7 @@ _SNAPSHOT_FIELDS = frozenset(f.name for f in dataclasses.fields(StepSnapshot))
 
 def _snapshot_to_dict(enc: _Encoder, snap: StepSnapshot, path: Path_) -> dict[str, Any]:
     # a snapshot that differs from an earlier one in one value is kept as that value and a
-    # reference (runner.snapshot.OneChange): written out as the plain dict it stands for
+    # reference (nbagent.snapshot.OneChange): written out as the plain dict it stands for
     extra = plain_snapshot(snap.extra_state)
     own = extra if snap.step_state is snap.extra_state else plain_snapshot(snap.step_state)
     record: dict[str, Any] = {
@@ -276,7 +276,7 @@ class SavedWorker(BaseAgentWorker):
         return dict(self.info)
 
     def _refuse(self) -> Exception:
-        from nbagent.runner.base import TaskStateError
+        from nbagent.engine.errors import TaskStateError
 
         kind = self.info.get("kind", "its worker")
         return TaskStateError(

@@ -23,7 +23,7 @@ from typing import Any
 from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
-from nbagent.runner.snapshot import AppendLog, _Saved
+from nbagent.snapshot import AppendLog, _Saved
 from nbagent.store.damage import DamagedRunError, one_line
 from nbagent.store.values import PersistError, _Decoder, memory_tokenizer
 

@@ -95,8 +95,8 @@ from nbagent import events as _ev
 from nbagent import ids as _ids
 from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer, count_tokens
-from nbagent.runner.snapshot import AppendLog, _Saved, plain_snapshot
-from nbagent.runner.state import StepSnapshot, TaskState, TaskStatus
+from nbagent.snapshot import AppendLog, _Saved, plain_snapshot
+from nbagent.engine.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.codec import (
     FORMAT,
@@ -940,7 +940,7 @@ class _Writer:
         self.ops.clear()
 
     def write_header(self, force: bool = False) -> None:
-        from nbagent import __version__
+        from nbagent._version import __version__
 
         runner = self.runner
         settings = {name: getattr(runner, name) for name in _SETTINGS}

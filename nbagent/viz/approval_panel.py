@@ -11,7 +11,7 @@ from nbagent.viz.escape import args_preview, html_text, preview
 
 if TYPE_CHECKING:
     from nbagent.approval import PendingCall
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
 
 __all__ = ["ApprovalRows", "parse_arguments"]
 

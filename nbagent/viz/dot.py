@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
 from nbagent.mcp import tool_server
-from nbagent.runner.state import StepStatus
+from nbagent.engine.state import StepStatus
 from nbagent.schema import SkippedOutput
-from nbagent.viz.escape import args_preview, clean, preview, short_id, truncate, typed_preview, wrap_lines
+from nbagent.text import args_preview, clean, output_text, preview, short_id, truncate, wrap_lines
+from nbagent.viz.escape import typed_preview
 
 if TYPE_CHECKING:
-    from nbagent.runner.state import StepFailure, TaskState
+    from nbagent.engine.state import StepFailure, TaskState
     from nbagent.schema import TaskStep, TaskStepOutput
 
 __all__ = [
@@ -85,16 +86,6 @@ _FONT = "Helvetica"
 RANKDIRS = ("TB", "LR", "BT", "RL")
 _MAX_TOOL_LINES = 4
 _MIN_CHAIN = 2
-
-
-def output_text(output: Any) -> str:
-    """The text of a step's output, without consuming a stream (``str()`` on one would)."""
-    if output is None:
-        return ""
-    response = getattr(output, "response", None)
-    if isinstance(response, str):
-        return response
-    return clean(output)
 
 
 def is_skipped(out: TaskStepOutput | None) -> bool:

@@ -34,7 +34,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from nbagent.approval import APPROVAL_KEY
-from nbagent.runner.state import StepStatus
+from nbagent.engine.state import StepStatus
 from nbagent.schema import StreamingAgentChatResponse
 from nbagent.viz.dot import (
     STATUS_ORDER,
@@ -62,7 +62,7 @@ from nbagent.viz.dot import (
 )
 
 if TYPE_CHECKING:
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
     from nbagent.schema import TaskStepOutput
 
 __all__ = ["LiveDot"]

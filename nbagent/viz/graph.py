@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nbagent.viz.dot import check_options, task_to_dot
 
 if TYPE_CHECKING:
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
 
 __all__ = [
     "StepGraph", "GraphvizNotFoundError", "GraphvizError", "find_dot", "render_svg", "DOT_ENV",

@@ -17,7 +17,7 @@ from nbagent._counts import counted
 from nbagent._redact import redact_url
 from nbagent.costs import cost_label, runner_cost_label, task_cost_label
 from nbagent.mcp import tool_server
-from nbagent.runner.state import StepStatus
+from nbagent.engine.state import StepStatus
 from nbagent.viz.dot import (
     SKIPPED,
     SKIPPED_COLORS,
@@ -34,7 +34,7 @@ from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short
 if TYPE_CHECKING:
     from nbagent.messages import ChatMessage, ToolOutput
     from nbagent.runner.base import AgentRunner
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
     from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
     from nbagent.tools import FunctionTool
 

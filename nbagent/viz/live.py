@@ -25,7 +25,7 @@ from nbagent.events import Event, RunnerReset, StepCompleted, StepStarted, TaskD
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
 
 __all__ = ["LiveGraph", "Throttle", "EMPTY_DOT", "DISABLED_BUTTON_CSS", "live_view_available"]
 

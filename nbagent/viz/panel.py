@@ -39,15 +39,15 @@ from nbagent.events import (
     TokenStreamed,
 )
 from nbagent.messages import ChatMessage, MessageRole
-from nbagent.runner.base import TaskStateError
-from nbagent.runner.state import StepStatus, TaskStatus
+from nbagent.engine.errors import TaskStateError
+from nbagent.engine.state import StepStatus, TaskStatus
 from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
 from nbagent.viz.escape import html_text, preview, short_id
 from nbagent.viz.live import DISABLED_BUTTON_CSS, LiveGraph, Throttle, widget_bundle
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
     from nbagent.schema import Task, TaskStep
 
 __all__ = ["AgentPanel"]
@@ -767,7 +767,7 @@ class AgentPanel:
                     f"{html_text(f'{f.error_type}: {f.message}', 300)} ({hint})</span>"
                 )
             if status == TaskStatus.FINALIZED and state.final_response is not None:
-                from nbagent.viz.dot import output_text
+                from nbagent.text import output_text
 
                 parts.append(f"answer: <b>{html_text(preview(output_text(state.final_response), 120))}</b>")
         if self._notice:
@@ -858,7 +858,7 @@ class AgentPanel:
 
     @staticmethod
     def _answer_text(state: TaskState) -> str | None:
-        from nbagent.viz.dot import output_text
+        from nbagent.text import output_text
 
         if state.final_response is not None:
             return output_text(state.final_response)

@@ -20,7 +20,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
-from nbagent.runner.state import StepStatus
+from nbagent.engine.state import StepStatus
 from nbagent.viz.dot import RANKDIRS, STATUS_COLORS, TITLE_BG, _attr_list, _render_label, boxed_label
 from nbagent.viz.escape import args_preview, clean, preview
 

@@ -43,7 +43,7 @@ from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate, template_text
-from nbagent.runner.snapshot import AppendLog
+from nbagent.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
 from nbagent.workers.base import BaseAgentWorker, EmptyResponseError, person_input

@@ -31,7 +31,7 @@ from typing import Any
 
 from nbagent._compat import warn_callback_manager
 from nbagent.query_pipeline import AgentInputComponent, BaseAgentComponent, QueryComponent
-from nbagent.runner.snapshot import AppendLog
+from nbagent.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.workers.base import BaseAgentWorker
 

@@ -29,7 +29,7 @@ from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate
-from nbagent.runner.snapshot import AppendLog
+from nbagent.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
 from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
 from nbagent.workers.base import BaseAgentWorker, person_input

@@ -113,7 +113,7 @@ def encode_event(event: Event, path: str = "event") -> dict[str, Any]:
 def _find_class(name: str, path: str, *, event: bool = False) -> type:
     """The class ``module:Qualname`` names. A model or enum must be nbagent's or allowed; an
     event class must be a registered workflow Event (checked by the caller)."""
-    from nbagent.store.values import _ALLOWED, is_allowed_class
+    from nbagent.allowlist import _ALLOWED, is_allowed_class
 
     if not isinstance(name, str) or ":" not in name:
         raise CheckpointError(f"{path}: bad class reference {name!r} (expected 'module:Qualname')")

@@ -24,7 +24,7 @@ from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate
-from nbagent.runner.snapshot import AppendLog
+from nbagent.snapshot import AppendLog
 from nbagent.schema import (
     AgentChatResponse,
     StreamingAgentChatResponse,

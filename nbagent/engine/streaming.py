@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from nbagent.events import StepContext, TokenStreamed, _reset_current, _set_current
-from nbagent.runner import txn
-from nbagent.runner.state import TaskState
+from nbagent.engine import txn
+from nbagent.engine.state import TaskState
 from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
 
 if TYPE_CHECKING:

@@ -1,0 +1,4 @@
+"""nbagent's version, in a module of its own so that any layer can read it (saved runs and
+reports record it) without importing the package root."""
+
+__version__ = "0.1.0"
