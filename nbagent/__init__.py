@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from nbagent import _wiring
 from nbagent._version import __version__
+from nbagent.registry import register_view
 
 _EXPORTS: dict[str, str] = {
     # data
@@ -98,7 +100,9 @@ _EXPORTS: dict[str, str] = {
     "Workflow": "nbagent.workflow",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = sorted(_EXPORTS) + ["__version__", "register_view"]
+
+_wiring.install()  # nbagent's own views and roles (strings only: no view is imported yet)
 
 
 def __getattr__(name: str) -> Any:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nbagent import _sync
 from nbagent._counts import counted
 from nbagent.memory import ChatMemoryBuffer
+from nbagent.registry import html_view, show
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse
 
 if TYPE_CHECKING:
@@ -537,18 +538,14 @@ class BatchRun:
 
     def widget(self, **kwargs: Any) -> Any:
         """The live progress grid (``nbagent.viz.batch.BatchGrid``) for this batch."""
-        from nbagent.viz.batch import BatchGrid
-
-        return BatchGrid(self, **kwargs)
+        return show(self, "widget", **kwargs)
 
     def summary_html(self) -> str:
         """The static summary table (what nbconvert and nbval show)."""
-        from nbagent.viz.batch import batch_summary_html
+        return show(self, "summary_html")
 
-        return batch_summary_html(self)
-
-    def _repr_html_(self) -> str:
-        return self.summary_html()
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 # ----- one task, isolated --------------------------------------------------------------------
@@ -826,9 +823,7 @@ def _start_progress(batch: BatchRun, progress: bool | str) -> Any:
         return None
     if progress not in (True, "auto", "grid", "tqdm"):
         raise ValueError(f"progress must be 'auto', 'grid', 'tqdm' or False, got {progress!r}")
-    from nbagent.viz.batch import start_progress
-
-    return start_progress(batch, "auto" if progress is True else str(progress))
+    return show(batch, "progress", "auto" if progress is True else str(progress))
 
 
 def _end_progress(view: Any) -> None:

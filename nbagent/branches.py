@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from nbagent._counts import counted
 from nbagent.events import StepEdited, StepUndone
+from nbagent.registry import html_view
 from nbagent.engine.state import StepStatus, TaskState
 from nbagent.schema import TaskStep, TaskStepOutput
 
@@ -416,7 +417,7 @@ class BranchComparison:
             return [preview(x, width) for x in lines]
 
         out = [
-            f"{'left: ' + _describe(self.left):<{width}} | right: {_describe(self.right)}",
+            f"{'left: ' + describe_branch(self.left):<{width}} | right: {describe_branch(self.right)}",
             "-" * (2 * width + 3),
         ]
         if self.shared:
@@ -433,67 +434,12 @@ class BranchComparison:
     def __str__(self) -> str:
         return self.to_text()
 
-    def _repr_html_(self) -> str:
-        from nbagent.text import html_text, preview, short_id
-        from nbagent.viz.html import CSS
-
-        def cell(s: BranchStep | None) -> str:
-            if s is None:
-                return '<td class="nb-muted">—</td>'
-            parts = [
-                f'<div class="nb-line"><span class="nb-badge nb-s-{html_text(s.status)}">{html_text(s.status)}</span> '
-                f'<code class="nb-id">{html_text(short_id(s.step_id))}</code></div>'
-            ]
-            line = _labelled
-            if s.input is not None:
-                parts.append(line("in:", html_text(preview(s.input, 200))))
-            if s.thought:
-                parts.append(line("thought:", html_text(preview(s.thought, 200))))
-            for call, obs, err in s.calls:
-                parts.append(line("call:", f"<code>{html_text(preview(call, 200))}</code>"))
-                parts.append(line("obs:", html_text(preview(obs, 200)), " nb-error" if err else ""))
-            if s.output:
-                label = "<b>answer:</b>" if s.is_last else '<span class="nb-muted">out:</span>'
-                parts.append(f'<div class="nb-line">{label} {html_text(preview(s.output, 300))}</div>')
-            meta = []
-            if s.tokens is not None:
-                meta.append(f"{s.tokens} tok")
-            if s.cost:
-                meta.append(s.cost)
-            if meta:
-                parts.append(f'<div class="nb-line nb-muted">{html_text(" · ".join(meta))}</div>')
-            return f"<td>{''.join(parts)}</td>"
-
-        def rows(pairs: list[tuple[BranchStep | None, BranchStep | None]], start: int) -> str:
-            return "".join(
-                f'<tr><th>#{k}</th>{cell(a)}{cell(b)}</tr>' for k, (a, b) in enumerate(pairs, start=start)
-            )
-
-        task = f'<code class="nb-id">{html_text(short_id(self.task_id))}</code>'
-        head = f'<div class="nb-head">Compare branches · task {task}</div>'
-        cols = (
-            f'<tr><th></th><th style="width:48%">{html_text("left: " + _describe(self.left))}</th>'
-            f'<th style="width:48%">{html_text("right: " + _describe(self.right))}</th></tr>'
-        )
-        body = ""
-        if self.shared:
-            shared = f'<table class="nb-tasks" style="width:100%">{cols}{rows(self.rows[: self.shared], 1)}</table>'
-            n = self.shared
-            body += f"<details><summary>{n} shared step{'s' if n != 1 else ''}</summary>{shared}</details>"
-        rest = self.rows[self.shared :]
-        if rest:
-            body += f'<table class="nb-tasks" style="width:100%">{cols}{rows(rest, self.shared + 1)}</table>'
-        else:
-            body += '<div class="nb-line nb-muted">the two branches are the same</div>'
-        return f'<div class="nbagent nb-compare"><style>{CSS}</style>{head}{body}</div>'
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
-def _labelled(label: str, text: str, cls: str = "") -> str:
-    """One line of a compare cell: our own label, then ready (escaped) HTML."""
-    return f'<div class="nb-line{cls}"><span class="nb-muted">{label}</span> {text}</div>'
-
-
-def _describe(b: Branch) -> str:
+def describe_branch(b: Branch) -> str:
+    """``branch #2 (undone, 3 steps, ends at 1a2b3c4d)``: a branch in one line."""
     kind = "current" if b.current else "undone"
     return f"branch #{b.index} ({kind}, {counted(len(b.step_ids), 'step')}, ends at {b.leaf[:8]})"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nbagent._counts import counted
+from nbagent.registry import html_view
 
 if TYPE_CHECKING:
     from nbagent.messages import TokenUsage
@@ -267,23 +268,8 @@ class TaskCost:
             text += f"; spent with undone steps: {self.spent}"
         return text
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import CSS
-        from nbagent.text import html_text, short_id
-
-        rows = "".join(
-            f"<tr><td><code>{html_text(short_id(s.step_id))}</code>{' (undone)' if s.undone else ''}</td>"
-            f"<td>{html_text(s.model or '?')}</td><td>{s.cost.prompt_tokens}</td>"
-            f"<td>{s.cost.completion_tokens}</td><td>{html_text(s.cost.money or '–')}</td></tr>"
-            for s in self.steps
-        )
-        head = "<tr><th>step</th><th>model</th><th>prompt</th><th>completion</th><th>cost</th></tr>"
-        return (
-            f'<div class="nbagent nb-cost"><style>{CSS}</style><div class="nb-head">Cost · task '
-            f'<code class="nb-id">{html_text(short_id(self.task_id))}</code></div>'
-            f'<div class="nb-line">{html_text(str(self.total))}</div>'
-            f'<table class="nb-tasks">{head}{rows}</table></div>'
-        )
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nbagent.messages import ChatMessage, MessageRole
+from nbagent.registry import html_view
 
 __all__ = ["ChatMemoryBuffer", "count_tokens", "DEFAULT_TOKEN_LIMIT"]
 
@@ -157,7 +158,5 @@ class ChatMemoryBuffer:
     def __repr__(self) -> str:
         return f"ChatMemoryBuffer(messages={len(self._messages)}, token_limit={self.token_limit})"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import transcript_html
-
-        return transcript_html(self._messages)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)

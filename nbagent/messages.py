@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from nbagent._lean import LeanModel
+from nbagent.registry import html_view
 
 __all__ = ["MessageRole", "ChatMessage", "ToolSelection", "ToolOutput", "TokenUsage"]
 
@@ -56,10 +57,8 @@ class ChatMessage(LeanModel):
     def __str__(self) -> str:
         return f"{self.role.value}: {self.text}"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import transcript_html
-
-        return transcript_html([self])
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 class TokenUsage(BaseModel):
@@ -92,7 +91,5 @@ class ToolOutput(LeanModel):
     def __str__(self) -> str:
         return self.content
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import tool_output_html
-
-        return tool_output_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)

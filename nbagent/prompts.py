@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nbagent.messages import ChatMessage, MessageRole
+from nbagent.registry import provided
 
 __all__ = ["PromptTemplate", "PromptMixin", "PromptDictType", "as_template", "template_text"]
 
@@ -69,9 +70,7 @@ class PromptTemplate:
     def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """This template as a query-pipeline module (``nbagent.query_pipeline``), with the
         ``partial`` placeholders fixed."""
-        from nbagent.query_pipeline import PromptComponent
-
-        component = PromptComponent(self, llm=kwargs.get("llm"))
+        component = provided("prompt_component")(self, llm=kwargs.get("llm"))
         component.partial(**(partial or {}))
         return component
 

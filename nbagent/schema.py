@@ -29,6 +29,7 @@ from nbagent._prefix import PrefixView
 from nbagent.ids import new_id
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
+from nbagent.registry import html_view
 
 __all__ = [
     "Task",
@@ -122,10 +123,8 @@ class Task(BaseModel):
             )
         return super().__getattr__(name)  # type: ignore[misc]
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import task_html
-
-        return task_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 _RUNNER_METHODS: dict[str, str] = {
@@ -236,10 +235,8 @@ class TaskStep(_LeanModel):
 
     __hash__ = object.__hash__
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import step_html
-
-        return step_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 def _view_as_is(value: Any, handler: Any) -> Any:
@@ -276,10 +273,8 @@ class AgentChatResponse(_LeanModel):
         """The whole answer as a one-token stream (so code written for streams works)."""
         yield self.response
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import chat_response_html
-
-        return chat_response_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 class SkippedOutput(BaseModel):
@@ -365,10 +360,8 @@ class TaskStepOutput(_LeanModel):
         yield "next_steps", [s.step_id for s in self.next_steps]
         yield "is_last", self.is_last
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import step_output_html
-
-        return step_output_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 class StreamingAgentChatResponse:

@@ -18,6 +18,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from nbagent.messages import ToolOutput, ToolSelection
+from nbagent.registry import html_view
 
 # what the model is told when a function tool raises; acall_tool(error=...) sets it per agent
 _ERROR_TEXT: ContextVar[str] = ContextVar("nbagent_tool_error_text", default="Error: {type}: {error}")
@@ -356,10 +357,8 @@ class FunctionTool:
         flag += ", requires_approval=True" if self.requires_approval else ""
         return f"FunctionTool(name={self.name!r}{flag})"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import tool_html
-
-        return tool_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 def _expected(tool: FunctionTool) -> str:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nbagent import _sync
 from nbagent.events import emit_token, record_llm_call
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
+from nbagent.registry import html_view
 from nbagent.tools import FunctionTool, ToolMetadata
 
 __all__ = [
@@ -208,7 +209,5 @@ class LLM(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import llm_html
-
-        return llm_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from nbagent._redact import named_secrets, protect_logs, redact_url, scrub, scrub_error, url_secrets
+from nbagent.registry import html_view
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -478,10 +479,8 @@ class BasicMCPClient:
         state = "connected" if self.is_connected else "not connected"
         return f"BasicMCPClient({self.name!r}, {self._where(short=True)!r}, timeout={self.timeout:g}, {state})"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.mcp_html import mcp_client_html
-
-        return mcp_client_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 async def _list_all_tools(client: Client) -> Any:

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field
 from nbagent.mcp.client import BasicMCPClient, MCPServerError
 from nbagent.mcp.results import McpToolResult, to_tool_result
 from nbagent.messages import ToolOutput
+from nbagent.registry import html_view
 from nbagent.tools import RAW_ARGUMENTS_KEY, FunctionTool, ToolMetadata, _not_json_message, check_local_refs
 
 if TYPE_CHECKING:
@@ -320,10 +321,8 @@ class McpToolSpec:
     def __repr__(self) -> str:
         return f"McpToolSpec({self.client!r}, allowed_tools={self.allowed_tools!r})"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.mcp_html import mcp_tools_html
-
-        return mcp_tools_html(self.client.name, self.tools)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 async def aget_tools_from_mcp_url(

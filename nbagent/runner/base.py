@@ -45,6 +45,7 @@ from nbagent.engine.errors import TaskRef, TaskStateError, UnknownTaskError, bus
 from nbagent.engine.slots import ServiceSlots
 from nbagent.engine import streaming, txn
 from nbagent.engine.state import StepSnapshot, TaskState, TaskStatus
+from nbagent.registry import html_view
 from nbagent.schema import (
     AgentChatResponse,
     SkippedOutput,
@@ -1024,10 +1025,8 @@ class AgentRunner(BaseAgent):
             f"tasks={len(self._tasks)}, memory={counted(len(self.memory), 'message')})"
         )
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import runner_html
-
-        return runner_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
     # ----- save / load, autosave, time travel, cost (nbagent.persist, .branches, .costs) ---
     def _after_step(self, state: TaskState, output: TaskStepOutput) -> None:

@@ -36,6 +36,7 @@ from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import TokenUsage
 from nbagent.snapshot import plain_snapshot
 from nbagent.engine.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
+from nbagent.registry import provided
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.damage import DamagedRunError, DamagedRunWarning, mark_skipped, one_line
 from nbagent.store.values import (
@@ -339,10 +340,9 @@ def runner_from_dict(
     own part is damaged, a ``DamagedRunError`` naming ``path``, ``run`` and the task is raised.
     """
     from nbagent.costs import Pricing, register_runner
-    from nbagent.runner.base import AgentRunner
 
     doc = check_header(doc, source)
-    cls: type[Any] = runner_cls or AgentRunner
+    cls: type[Any] = runner_cls or provided("agent_runner")
     rdoc = doc["runner"]
     dec = decoder if decoder is not None else _Decoder(source)
     where = path if path is not None else source

@@ -32,6 +32,9 @@ from nbagent.viz.dot import (
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short_id
 
 if TYPE_CHECKING:
+    from nbagent.branches import BranchComparison, BranchStep
+    from nbagent.costs import TaskCost
+    from nbagent.memory import ChatMemoryBuffer
     from nbagent.messages import ChatMessage, ToolOutput
     from nbagent.runner.base import AgentRunner
     from nbagent.engine.state import TaskState
@@ -53,6 +56,10 @@ __all__ = [
     "timeline_html",
     "graph_html",
     "error_html",
+    "message_html",
+    "memory_html",
+    "task_cost_html",
+    "comparison_html",
 ]
 
 _TEXT_LIMIT = 20_000  # characters of one message/output shown in full
@@ -816,3 +823,96 @@ def runner_html(runner: AgentRunner) -> str:
         return _card("runner", head + info + table)
 
     return _safely("this runner could not be drawn", build)
+
+
+# ----- services' objects: a task's cost, two branches compared ------------------------------
+
+
+def task_cost_html(cost: TaskCost) -> str:
+    """A task's cost (``runner.cost(task)``): one row per step, the total above."""
+    rows = "".join(
+        f"<tr><td><code>{html_text(short_id(s.step_id))}</code>{' (undone)' if s.undone else ''}</td>"
+        f"<td>{html_text(s.model or '?')}</td><td>{s.cost.prompt_tokens}</td>"
+        f"<td>{s.cost.completion_tokens}</td><td>{html_text(s.cost.money or '–')}</td></tr>"
+        for s in cost.steps
+    )
+    head = "<tr><th>step</th><th>model</th><th>prompt</th><th>completion</th><th>cost</th></tr>"
+    return (
+        f'<div class="nbagent nb-cost"><style>{CSS}</style><div class="nb-head">Cost · task '
+        f'<code class="nb-id">{html_text(short_id(cost.task_id))}</code></div>'
+        f'<div class="nb-line">{html_text(str(cost.total))}</div>'
+        f'<table class="nb-tasks">{head}{rows}</table></div>'
+    )
+
+
+def _labelled(label: str, text: str, cls: str = "") -> str:
+    """One line of a compare cell: our own label, then ready (escaped) HTML."""
+    return f'<div class="nb-line{cls}"><span class="nb-muted">{label}</span> {text}</div>'
+
+
+def comparison_html(comparison: BranchComparison) -> str:
+    """Two branches side by side (``runner.compare``): the shared steps folded, then each row."""
+    from nbagent.branches import describe_branch
+
+    def cell(s: BranchStep | None) -> str:
+        if s is None:
+            return '<td class="nb-muted">—</td>'
+        parts = [
+            f'<div class="nb-line"><span class="nb-badge nb-s-{html_text(s.status)}">{html_text(s.status)}</span> '
+            f'<code class="nb-id">{html_text(short_id(s.step_id))}</code></div>'
+        ]
+        line = _labelled
+        if s.input is not None:
+            parts.append(line("in:", html_text(preview(s.input, 200))))
+        if s.thought:
+            parts.append(line("thought:", html_text(preview(s.thought, 200))))
+        for call, obs, err in s.calls:
+            parts.append(line("call:", f"<code>{html_text(preview(call, 200))}</code>"))
+            parts.append(line("obs:", html_text(preview(obs, 200)), " nb-error" if err else ""))
+        if s.output:
+            label = "<b>answer:</b>" if s.is_last else '<span class="nb-muted">out:</span>'
+            parts.append(f'<div class="nb-line">{label} {html_text(preview(s.output, 300))}</div>')
+        meta = []
+        if s.tokens is not None:
+            meta.append(f"{s.tokens} tok")
+        if s.cost:
+            meta.append(s.cost)
+        if meta:
+            parts.append(f'<div class="nb-line nb-muted">{html_text(" · ".join(meta))}</div>')
+        return f"<td>{''.join(parts)}</td>"
+
+    def rows(pairs: list[tuple[BranchStep | None, BranchStep | None]], start: int) -> str:
+        return "".join(
+            f'<tr><th>#{k}</th>{cell(a)}{cell(b)}</tr>' for k, (a, b) in enumerate(pairs, start=start)
+        )
+
+    task = f'<code class="nb-id">{html_text(short_id(comparison.task_id))}</code>'
+    head = f'<div class="nb-head">Compare branches · task {task}</div>'
+    cols = (
+        f'<tr><th></th><th style="width:48%">{html_text("left: " + describe_branch(comparison.left))}</th>'
+        f'<th style="width:48%">{html_text("right: " + describe_branch(comparison.right))}</th></tr>'
+    )
+    body = ""
+    if comparison.shared:
+        n = comparison.shared
+        shared = f'<table class="nb-tasks" style="width:100%">{cols}{rows(comparison.rows[:n], 1)}</table>'
+        body += f"<details><summary>{n} shared step{'s' if n != 1 else ''}</summary>{shared}</details>"
+    rest = comparison.rows[comparison.shared :]
+    if rest:
+        body += f'<table class="nb-tasks" style="width:100%">{cols}{rows(rest, comparison.shared + 1)}</table>'
+    else:
+        body += '<div class="nb-line nb-muted">the two branches are the same</div>'
+    return f'<div class="nbagent nb-compare"><style>{CSS}</style>{head}{body}</div>'
+
+
+# ----- one message, a memory ------------------------------------------------------------------
+
+
+def message_html(message: ChatMessage) -> str:
+    """One chat message, as the transcript draws it."""
+    return transcript_html([message])
+
+
+def memory_html(memory: ChatMemoryBuffer) -> str:
+    """Every message a memory holds, oldest first."""
+    return transcript_html(memory.get_all())

@@ -13,7 +13,7 @@ from typing import Any
 from nbagent.viz.escape import html_text, safe_str
 from nbagent.viz.html import _badge, _card, _details, _kv, _line, _pre, _safely
 
-__all__ = ["mcp_tools_html", "mcp_client_html"]
+__all__ = ["mcp_tools_html", "mcp_client_html", "mcp_tool_spec_html"]
 
 
 def _schema_text(schema: Any) -> str:
@@ -93,3 +93,8 @@ def mcp_client_html(client: Any) -> str:
         return _card("tool", head + _kv(rows) + tools)
 
     return _safely("this MCP client could not be drawn", build)
+
+
+def mcp_tool_spec_html(spec: Any) -> str:
+    """A ``McpToolSpec``: its server's tools (the ones it lets through)."""
+    return mcp_tools_html(spec.client.name, spec.tools)

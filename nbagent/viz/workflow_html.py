@@ -42,6 +42,8 @@ __all__ = [
     "run_timeline_html",
     "agents_fallback_html",
     "steps_fallback_html",
+    "draw_workflow",
+    "draw_agents",
 ]
 
 _PREVIEW = 120
@@ -199,6 +201,28 @@ def agents_fallback_html(workflow: Any) -> str:
     return (
         '<table class="nb-agents"><tr><th>agent</th><th>kind</th><th>does</th><th>tools</th>'
         "<th>hands off to</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def draw_workflow(workflow: Workflow, **options: Any) -> DotDisplay:
+    """``Workflow.draw``: the steps and the event types between them, as a displayable graph."""
+    from nbagent.viz.workflow_dot import workflow_to_dot
+
+    return DotDisplay(
+        workflow_to_dot(workflow, **options),
+        title=f"{type(workflow).__name__} steps",
+        fallback=lambda: steps_fallback_html(workflow),
+    )
+
+
+def draw_agents(workflow: Any) -> DotDisplay:
+    """``AgentWorkflow.draw_agents``: the agents and who may hand off to whom."""
+    from nbagent.viz.workflow_dot import agents_to_dot
+
+    return DotDisplay(
+        agents_to_dot(workflow),
+        title=f"{type(workflow).__name__} agents",
+        fallback=lambda: agents_fallback_html(workflow),
     )
 
 

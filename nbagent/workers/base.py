@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent import _sync
 from nbagent.prompts import PromptMixin
+from nbagent.registry import html_view, provided
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 if TYPE_CHECKING:
@@ -92,9 +93,7 @@ class BaseAgentWorker(PromptMixin, ABC):
 
     def as_agent(self, **kwargs: Any) -> AgentRunner:
         """This worker inside a new AgentRunner."""
-        from nbagent.runner.base import AgentRunner
-
-        return AgentRunner(self, **kwargs)
+        return provided("agent_runner")(self, **kwargs)
 
     def describe(self) -> dict[str, Any]:
         """What the views show about this worker: kind, model, tools, limits."""
@@ -114,10 +113,8 @@ class BaseAgentWorker(PromptMixin, ABC):
         """The system prompt the model will see on the next step (None if there is none)."""
         return None
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.html import worker_html
-
-        return worker_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 def _tool_label(tool: Any) -> str:

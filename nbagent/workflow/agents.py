@@ -23,6 +23,7 @@ from nbagent.ids import new_id
 from nbagent.llms.base import LLM, ChatResponse
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, ToolSelection
+from nbagent.registry import html_view, provided
 from nbagent.tools import FunctionTool
 from nbagent.workers.react.formatter import ReActChatFormatter
 from nbagent.workers.react.output_parser import (
@@ -39,6 +40,7 @@ from nbagent.workers.react.prompt import FORMAT_REMINDER, REACT_SYSTEM_PROMPT, r
 from nbagent.workflow.agent_events import AgentInput, AgentOutput, AgentStream, ToolCallResult
 from nbagent.workflow.context import Context
 from nbagent.workflow.errors import WorkflowRuntimeError
+from nbagent.workflow.templates import checked_template
 from nbagent.workflow.tools import as_workflow_tools
 
 if TYPE_CHECKING:
@@ -182,9 +184,7 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     @classmethod
     def _check_state_prompt(cls, v: Any) -> Any:
         if v is not None:
-            from nbagent.workflow.multi_agent import _template
-
-            _template(v, "state_prompt", ("state", "msg"))  # the same check as AgentWorkflow's
+            checked_template(v, "state_prompt", ("state", "msg"))  # the same check as AgentWorkflow's
         return v
 
     @field_validator("tool_retriever")
@@ -253,9 +253,7 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         """The one-agent AgentWorkflow that ``run`` uses (made once, kept)."""
         solo = self._solo
         if solo is None or solo.agents.get(self.name) is not self:  # new, renamed, or a copy
-            from nbagent.workflow.multi_agent import AgentWorkflow
-
-            solo = self._solo = AgentWorkflow(
+            solo = self._solo = provided("agent_workflow")(
                 agents=[self],
                 initial_state=self.initial_state,
                 state_prompt=self.state_prompt,
@@ -325,10 +323,8 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     def __str__(self) -> str:
         return repr(self)
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.workflow_html import agent_html
-
-        return agent_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 def _raw(value: Any) -> Any:

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from nbagent.registry import html_view
+
 __all__ = [
     "Event",
     "StartEvent",
@@ -62,10 +64,8 @@ class Event(BaseModel):
         out.update(self.model_extra or {})
         return out
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.workflow_html import event_html
-
-        return event_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 _REGISTRY[event_type_name(Event)] = Event

@@ -24,7 +24,8 @@ from nbagent._counts import counted
 from nbagent.llms.base import LLM
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
-from nbagent.prompts import PromptDictType, PromptMixin, PromptTemplate, as_template
+from nbagent.prompts import PromptDictType, PromptMixin, PromptTemplate
+from nbagent.registry import show
 from nbagent.tools import FunctionTool, acall_tool, tools_by_name
 from nbagent.workflow.agent_events import (
     AgentInput,
@@ -39,6 +40,7 @@ from nbagent.workflow.decorators import step
 from nbagent.workflow.errors import WorkflowRuntimeError
 from nbagent.workflow.events import StartEvent, StopEvent
 from nbagent.workflow.runtime import WorkflowHandler
+from nbagent.workflow.templates import checked_template
 from nbagent.workflow.tools import workflow_tool
 from nbagent.workflow.workflow import Workflow
 
@@ -91,24 +93,6 @@ class AgentWorkflowStartEvent(StartEvent):
 def _fill(template: PromptTemplate, **values: str) -> str:
     """Fill ``{name}`` placeholders (other braces, e.g. JSON, stay as they are)."""
     return template.format(**values)
-
-
-_PROMPT_WORDS = {
-    "handoff_prompt": "Handoff prompt",
-    "handoff_output_prompt": "Handoff output prompt",
-    "state_prompt": "State prompt",
-}
-
-
-def _template(value: Any, what: str, needed: tuple[str, ...]) -> PromptTemplate:
-    template = as_template(value, what)
-    missing = [p for p in needed if "{" + p + "}" not in template.template]
-    if missing:
-        raise ValueError(
-            f"{_PROMPT_WORDS.get(what, what)} must contain {' and '.join('{' + p + '}' for p in needed)}; "
-            f"{what} is missing {missing}"
-        )
-    return template
 
 
 class AgentWorkflow(Workflow, PromptMixin):
@@ -192,13 +176,13 @@ class AgentWorkflow(Workflow, PromptMixin):
             raise ValueError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
         self.root_agent: str = root_agent
         self.initial_state: dict[str, Any] = dict(initial_state or {})
-        self.handoff_prompt: PromptTemplate = _template(
+        self.handoff_prompt: PromptTemplate = checked_template(
             handoff_prompt or DEFAULT_HANDOFF_PROMPT, "handoff_prompt", ("agent_info",)
         )
-        self.handoff_output_prompt: PromptTemplate = _template(
+        self.handoff_output_prompt: PromptTemplate = checked_template(
             handoff_output_prompt or DEFAULT_HANDOFF_OUTPUT_PROMPT, "handoff_output_prompt", ("to_agent", "reason")
         )
-        self.state_prompt: PromptTemplate = _template(
+        self.state_prompt: PromptTemplate = checked_template(
             state_prompt or DEFAULT_STATE_PROMPT, "state_prompt", ("state", "msg")
         )
         self.max_iterations = max_iterations
@@ -221,11 +205,11 @@ class AgentWorkflow(Workflow, PromptMixin):
         output = prompts_dict.get("handoff_output_prompt")
         state = prompts_dict.get("state_prompt")
         # checked before anything changes
-        new_handoff = None if handoff is None else _template(handoff, "handoff_prompt", ("agent_info",))
+        new_handoff = None if handoff is None else checked_template(handoff, "handoff_prompt", ("agent_info",))
         new_output = (
-            None if output is None else _template(output, "handoff_output_prompt", ("to_agent", "reason"))
+            None if output is None else checked_template(output, "handoff_output_prompt", ("to_agent", "reason"))
         )
-        new_state = None if state is None else _template(state, "state_prompt", ("state", "msg"))
+        new_state = None if state is None else checked_template(state, "state_prompt", ("state", "msg"))
         if new_output is not None:
             self.handoff_output_prompt = new_output
         if new_handoff is not None:
@@ -537,12 +521,7 @@ class AgentWorkflow(Workflow, PromptMixin):
     # ----- views --------------------------------------------------------------------------
     def draw_agents(self) -> Any:
         """The agents and who may hand off to whom, as a displayable graph."""
-        from nbagent.viz.workflow_dot import agents_to_dot
-        from nbagent.viz.workflow_html import DotDisplay, agents_fallback_html
-
-        return DotDisplay(
-            agents_to_dot(self), title=f"{type(self).__name__} agents", fallback=lambda: agents_fallback_html(self)
-        )
+        return show(self, "draw_agents")
 
     def __repr__(self) -> str:
         return (

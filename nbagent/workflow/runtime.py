@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from nbagent.registry import show
 from nbagent.workflow.checkpoint import call_checkpoint_callback, checkpoint_style
 from nbagent.workflow.context import _CURRENT, Context, Execution, Item
 from nbagent.workflow.errors import (
@@ -589,9 +590,7 @@ class WorkflowHandler:
 
     def input_box(self) -> Any:
         """A notebook widget (text box and button) that answers this run's questions."""
-        from nbagent.viz.workflow_live import HumanInputBox
-
-        return HumanInputBox(self)
+        return show(self, "input_box")
 
     # ----- stopping and saving ------------------------------------------------------------
     def stop(self) -> None:

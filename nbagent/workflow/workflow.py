@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from nbagent.registry import html_view, show
 from nbagent.workflow.checkpoint import Checkpoint, checkpoint_style
 from nbagent.workflow.context import Context
 from nbagent.workflow.decorators import STEP_ATTR, StepSpec, read_step
@@ -179,28 +180,17 @@ class Workflow:
     # ----- views --------------------------------------------------------------------------
     def draw(self, **options: Any) -> Any:
         """The steps and the event types between them, as a displayable graph."""
-        from nbagent.viz.workflow_dot import workflow_to_dot
-        from nbagent.viz.workflow_html import DotDisplay, steps_fallback_html
-
-        return DotDisplay(
-            workflow_to_dot(self, **options),
-            title=f"{type(self).__name__} steps",
-            fallback=lambda: steps_fallback_html(self),
-        )
+        return show(self, "draw", **options)
 
     def panel(self, **kwargs: Any) -> Any:
         """A notebook panel that runs this workflow step by step (Start, Step, Run to end, Stop)."""
-        from nbagent.viz.workflow_panel import WorkflowPanel
-
-        return WorkflowPanel(self, **kwargs)
+        return show(self, "panel", **kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(steps={list(self._steps)}, timeout={self.timeout})"
 
-    def _repr_html_(self) -> str:
-        from nbagent.viz.workflow_html import workflow_html
-
-        return workflow_html(self)
+    def _repr_html_(self) -> str | None:
+        return html_view(self)
 
 
 def _read_specs(cls: type) -> dict[str, StepSpec]:
