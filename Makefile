@@ -5,6 +5,7 @@
 #   make demo   headless: runs the quick start offline, writes demo_output/report.html + dag.svg
 #   make lite   builds the tutorials as a JupyterLite site (build/lite/site; needs npm)
 #   make lite-serve  serves that site on http://127.0.0.1:8000 (LITE_PORT=...)
+#   make docs   builds the documentation site offline into docs/_build/html (static files)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ LITE_PORT ?= 8000
 # JupyterLab refuses to run as root unless told
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--ServerApp.allow_root=True)
 
-.PHONY: setup test unit nbval bench lab demo lite lite-serve clean
+.PHONY: setup test unit nbval bench lab demo lite lite-serve docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +61,10 @@ lite: $(STAMP)
 
 lite-serve: $(STAMP)
 	$(PY) lite/serve.py --port $(LITE_PORT)
+
+# Sphinx + myst-nb, warnings are errors, tutorials executed, links and loads checked (docs/build.py)
+docs: $(STAMP)
+	$(PY) docs/build.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(DEMO_OUT) lite/node_modules

@@ -1,0 +1,228 @@
+"""The API reference pages, written from ``docs/api.toml`` at build time.
+
+One page per group of the data file, in ``docs/reference/`` (generated, not committed): an
+``autoclass`` / ``autofunction`` / ``autodata`` entry per public name, so signatures, type
+hints and docstrings come from the code. A class lists its own public members and those it
+inherits from nbagent's private classes; members inherited from another public class are left
+to that class's entry (unless the data file says ``full = true``). Pydantic models also get
+their fields (type, default, description), which live on the fields rather than in docstrings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parents[1]
+DATA = DOCS / "api.toml"
+OUT = DOCS / "reference"
+AUDIT = "/reference-audit"
+_PUBLIC: set[type] = set()  # the documented classes, filled when the pages are written  # docs/reference-audit.md: the LlamaIndex reference audit
+
+
+@dataclass
+class Entry:
+    name: str
+    full: bool = False
+
+
+@dataclass
+class Group:
+    slug: str
+    title: str
+    intro: str
+    entries: list[Entry]
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+def load_groups(path: Path = DATA) -> tuple[list[str], list[Group]]:
+    """The packages whose ``__all__`` is public, and the groups, as the data file lists them."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    groups = []
+    for raw in data["group"]:
+        entries = [Entry(e) if isinstance(e, str) else Entry(e["name"], bool(e.get("full"))) for e in raw["names"]]
+        groups.append(Group(raw["slug"], raw["title"], raw["intro"].strip(), entries, dict(raw.get("aliases", {}))))
+    return list(data["packages"]), groups
+
+
+def resolve(dotted: str) -> Any:
+    """The object a dotted public name stands for (``nbagent.workflow.Context``)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"{dotted}: no module of it can be imported")
+
+
+def public_names(packages: list[str]) -> dict[str, Any]:
+    """Every public name, qualified by the first package (in the data file's order) exporting
+    it: a later package re-exporting the same object under the same name adds nothing."""
+    names: dict[str, Any] = {}
+    seen: dict[tuple[str, int], str] = {}
+    for package in packages:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            key = (name, id(obj))
+            if key in seen and (inspect.isclass(obj) or inspect.isroutine(obj)):
+                continue
+            seen[key] = f"{package}.{name}"
+            names[f"{package}.{name}"] = obj
+    return names
+
+
+def _documented_classes(groups: list[Group]) -> set[type]:
+    return {obj for g in groups for e in g.entries if inspect.isclass(obj := resolve(e.name))}
+
+
+def class_members(cls: type, public: set[type], *, full: bool = False) -> list[str]:
+    """The public members a class's entry lists (see the module docstring)."""
+    chosen = []
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+        if owner is None or not owner.__module__.startswith("nbagent"):
+            continue  # object, pydantic's BaseModel, Exception, Enum...: their own docs
+        if owner is not cls and owner in public and not full:
+            continue
+        chosen.append(name)
+    return chosen
+
+
+def _directive(obj: Any) -> str:
+    if inspect.isclass(obj):
+        return "autoexception" if issubclass(obj, BaseException) else "autoclass"
+    if inspect.isroutine(obj):
+        return "autofunction"
+    return "autodata"
+
+
+def page_text(group: Group, public: set[type]) -> str:
+    lines = [group.title, "=" * len(group.title), "", ".. currentmodule:: nbagent", ""]
+    lines += [".. This page is written by docs/_ext/api_pages.py from docs/api.toml: edit those.", ""]
+    lines += [".. rst-class:: lead", "", *("   " + line for line in _md_to_rst(group.intro).splitlines()), ""]
+    for entry in group.entries:
+        obj = resolve(entry.name)
+        directive = _directive(obj)
+        lines.append(f".. {directive}:: {entry.name}")
+        if inspect.isclass(obj):
+            members = class_members(obj, public, full=entry.full)
+            lines.append("   :show-inheritance:")
+            if members:
+                lines.append("   :members: " + ", ".join(members))
+                lines.append("   :undoc-members:")
+        lines.append("")
+    for alias, target in group.aliases.items():
+        lines += [f".. py:data:: {alias}", "", f"   Another name for :py:obj:`{target}` (the same object).", ""]
+    return "\n".join(lines)
+
+
+def _md_to_rst(text: str) -> str:
+    """The intro is Markdown with `code` and [links](page.rst): the RST for both."""
+    text = re.sub(r"\[([^\]]+)\]\(([\w-]+)\.rst\)", r":doc:`\1 <\2>`", text)
+    return re.sub(r"(?<![`:])`([^`]+)`(?!`)", r"``\1``", text)
+
+
+def index_text(groups: list[Group]) -> str:
+    lines = ["API reference", "=============", "",
+             ".. This page is written by docs/_ext/api_pages.py from docs/api.toml: edit those.", "",
+             "Every public name of nbagent, grouped by concept, with its signature, type hints and "
+             "docstring. Names are importable from ``nbagent`` unless their path says otherwise "
+             "(``nbagent.workflow``, ``nbagent.store``, ``nbagent.mcp``, ...).", "",
+             ".. toctree::", "   :maxdepth: 1", ""]
+    lines += [f"   {g.slug}" for g in groups]
+    lines += [f"   LlamaIndex reference audit <{AUDIT}>", ""]
+    return "\n".join(lines)
+
+
+def write_pages(out: Path = OUT, data: Path = DATA) -> list[Path]:
+    """Write the reference pages; a page whose text is unchanged is not touched (so Sphinx
+    does not read it again). Pages of groups no longer in the data file are removed."""
+    _, groups = load_groups(data)
+    public = _documented_classes(groups)
+    pages = {out / "index.rst": index_text(groups)}
+    pages.update({out / f"{g.slug}.rst": page_text(g, public) for g in groups})
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in set(out.glob("*.rst")) - set(pages):
+        stale.unlink()
+    for path, text in pages.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+    return sorted(pages)
+
+
+def _pydantic_fields(obj: Any) -> list[str]:
+    fields = getattr(obj, "model_fields", None)
+    if not isinstance(fields, dict) or not fields or "model_fields" not in dir(obj):
+        return []
+    own = getattr(obj, "__annotations__", {})
+    lines = ["", ".. rubric:: Fields", ""]
+    for name, info in fields.items():
+        if info.exclude or name.startswith("_"):
+            continue
+        hint = own.get(name, info.annotation)
+        hint = hint if isinstance(hint, str) else getattr(hint, "__name__", None) or repr(hint)
+        default = "required" if info.is_required() else (
+            "a new one each time" if info.default_factory is not None else f"default ``{info.default!r}``")
+        text = f"- ``{name}``: ``{hint}``, {default}"
+        if info.description:
+            text += ". " + " ".join(info.description.split())
+        lines.append(text)
+    return lines + [""]
+
+
+def _add_fields(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    if what in ("class", "exception") and inspect.isclass(obj):
+        lines.extend(_pydantic_fields(obj))
+
+
+def _plural_literals(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """``Name``s (a plural of a literal, common in nbagent's docstrings) is not valid RST: make
+    it ``Name``\\ s, which reads the same."""
+    lines[:] = [re.sub(r"``(?=s\b)", r"``\\ ", line) if "``s" in line else line for line in lines]
+
+
+def _public_bases(app: Any, name: str, obj: Any, options: Any, bases: list[type]) -> None:
+    """Show public bases only: a private nbagent base gives way to its own bases."""
+    public = _PUBLIC
+
+    def expand(base: type) -> list[type]:
+        if not base.__module__.startswith("nbagent") or base in public:
+            return [base]
+        return [b for parent in base.__bases__ for b in expand(parent) if b is not object]
+
+    shown: list[type] = []
+    for base in bases:
+        shown += [b for b in expand(base) if b not in shown]
+    bases[:] = shown or [object]
+
+
+def _write(app: Any) -> None:
+    write_pages()
+    _PUBLIC.update(_documented_classes(load_groups()[1]))
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("builder-inited", _write)
+    app.connect("autodoc-process-docstring", _add_fields)
+    app.connect("autodoc-process-docstring", _plural_literals)
+    app.connect("autodoc-process-bases", _public_bases)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":  # python docs/_ext/api_pages.py: write the pages only
+    sys.path.insert(0, str(DOCS.parent))
+    for page in write_pages():
+        print(page)

@@ -1,0 +1,171 @@
+"""Build the documentation site offline and check it (``make docs``).
+
+``python docs/build.py [--out docs/_build/html]`` runs Sphinx from scratch (``-E``) with
+warnings as errors (``-W --keep-going``), offline: the variables that would switch the
+tutorials to a real model are removed and real network requests are blocked
+(``NBAGENT_BLOCK_NETWORK=1``). Then it reads every built page and fails if
+
+- a link or an image inside the site points at a file or an anchor that is not there;
+- a page would load anything from outside the site: a script, a stylesheet, an image, a font,
+  a frame (links a reader may follow to other sites are fine: they load nothing by themselves).
+
+Publishing is copying the output folder to any static file host (GitHub Pages included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+DOCS = Path(__file__).resolve().parent
+REPO = DOCS.parent
+OUT = DOCS / "_build" / "html"
+REAL_MODEL_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NBAGENT_MODEL", "NBAGENT_LOCAL_MODEL")
+#: tags and attributes whose URL the browser fetches as the page loads
+LOADED = {("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src"), ("source", "src"),
+          ("video", "src"), ("audio", "src"), ("embed", "src"), ("object", "data"), ("image", "href"),
+          ("use", "href"), ("image", "xlink:href"), ("use", "xlink:href"), ("input", "src")}
+#: <link rel=...> that only name a page, never load it
+LINK_NAMES_ONLY = {"canonical", "author", "license", "next", "prev", "index", "search", "help", "alternate"}
+CSS_URL = re.compile(r"""url\(\s*['"]?([^'")]+)|@import\s+['"]([^'"]+)""")
+
+
+def offline_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in REAL_MODEL_VARS}
+    env["NBAGENT_BLOCK_NETWORK"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def sphinx_command(out: Path, doctrees: Path | None = None) -> list[str]:
+    doctrees = doctrees or out.parent / "doctrees"
+    return [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-q", "-b", "html",
+            "-d", str(doctrees), str(DOCS), str(out)]
+
+
+def build(out: Path = OUT, *, doctrees: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run Sphinx; the result holds its output (warnings are on stderr)."""
+    return subprocess.run(sphinx_command(out, doctrees), cwd=REPO, env=offline_env(), capture_output=True, text=True)
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []  # followed by a reader: <a href>
+        self.loads: list[str] = []  # fetched as the page loads
+        self.styles: list[str] = []  # <style> text, for url() and @import
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        for key in ("id", "name"):
+            if key in found and (key == "id" or tag == "a"):
+                self.ids.add(found[key])
+        if tag == "a" and "href" in found:
+            self.links.append(found["href"])
+        rel = set(found.get("rel", "").split())
+        for t, attr in LOADED:
+            if tag == t and attr in found and not (tag == "link" and rel and rel <= LINK_NAMES_ONLY):
+                self.loads.append(found[attr])
+        if "srcset" in found:
+            self.loads += [part.split()[0] for part in found["srcset"].split(",") if part.strip()]
+        if "style" in found:
+            self.styles.append(found["style"])
+        self._in_style = tag == "style"
+
+    def handle_data(self, data: str) -> None:
+        if getattr(self, "_in_style", False):
+            self.styles.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+
+def _external(url: str) -> bool:
+    parts = urlsplit(url)
+    return bool(parts.netloc) or parts.scheme not in ("", "data", "blob")
+
+
+def _target(page: Path, url: str) -> tuple[Path, str] | None:
+    """The file and anchor a same-site URL names (None: not a same-site file URL)."""
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc:
+        return None
+    path = page if not parts.path else (page.parent / unquote(parts.path)).resolve()
+    if path.is_dir():
+        path = path / "index.html"
+    return path, unquote(parts.fragment)
+
+
+def check_site(site: Path) -> list[str]:
+    """Problems with the built site at ``site``: broken same-site links and anchors, and
+    anything a page would load from outside the site. An empty list means none."""
+    site = site.resolve()
+    problems: list[str] = []
+    parsed: dict[Path, _Page] = {}
+
+    def page_of(path: Path) -> _Page:
+        if path not in parsed:
+            parser = _Page()
+            parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+            parsed[path] = parser
+        return parsed[path]
+
+    pages = sorted(site.rglob("*.html"))
+    for page in pages:
+        name = page.relative_to(site)
+        parser = page_of(page)
+        css_urls = [m.group(1) or m.group(2) for text in parser.styles for m in CSS_URL.finditer(text)]
+        for url in parser.loads + css_urls:
+            if _external(url):
+                problems.append(f"{name} loads {url} from outside the site")
+            elif (target := _target(page, url)) and not target[0].exists():
+                problems.append(f"{name} loads {url}, which is not in the site")
+        for url in parser.links:
+            target = _target(page, url)
+            if target is None:
+                continue
+            path, anchor = target
+            if not path.is_relative_to(site) or not path.exists():
+                problems.append(f"{name} links to {url}, which is not in the site")
+            elif anchor and path.suffix == ".html" and anchor not in page_of(path).ids:
+                problems.append(f"{name} links to {url}: {path.relative_to(site)} has no id {anchor!r}")
+    for sheet in sorted(site.rglob("*.css")):
+        for m in CSS_URL.finditer(sheet.read_text(encoding="utf-8", errors="replace")):
+            url = m.group(1) or m.group(2)
+            if _external(url) and not url.startswith("data:"):
+                problems.append(f"{sheet.relative_to(site)} loads {url} from outside the site")
+    if not pages:
+        problems.append(f"{site}: no page was built")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out", type=Path, default=OUT, help="the site folder (default docs/_build/html)")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    done = build(args.out)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    if done.returncode != 0:
+        print(f"make docs: Sphinx failed (exit {done.returncode}); warnings are errors", file=sys.stderr)
+        return 1
+    problems = check_site(args.out)
+    for problem in problems:
+        print(f"make docs: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    print(f"documentation site: {args.out} (built and checked in {time.monotonic() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
