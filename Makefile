@@ -34,11 +34,11 @@ setup: $(STAMP)
 test: $(STAMP)
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q
 
-# The fast part only: no notebooks, no binder env, no browser, no Pyodide.
+# The fast part only: no notebooks, no binder env, no browser, no Pyodide, no docs build.
 unit: $(STAMP)
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q --ignore=tests/browser \
 		--ignore=tests/test_notebooks.py --ignore=tests/test_binder.py \
-		--ignore=tests/pyodide/test_pyodide.py
+		--ignore=tests/pyodide/test_pyodide.py --ignore=tests/test_docs_site.py
 
 # nbval directly, one line per cell (make test runs the same through tests/test_notebooks.py).
 nbval: $(STAMP)

@@ -34,6 +34,7 @@ LOADED = {("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src")
           ("use", "href"), ("image", "xlink:href"), ("use", "xlink:href"), ("input", "src")}
 #: <link rel=...> that only name a page, never load it
 LINK_NAMES_ONLY = {"canonical", "author", "license", "next", "prev", "index", "search", "help", "alternate"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CSS_URL = re.compile(r"""url\(\s*['"]?([^'")]+)|@import\s+['"]([^'"]+)""")
 
 
@@ -44,15 +45,24 @@ def offline_env() -> dict[str, str]:
     return env
 
 
-def sphinx_command(out: Path, doctrees: Path | None = None) -> list[str]:
+def sphinx_command(out: Path, doctrees: Path | None = None, src: Path = DOCS) -> list[str]:
     doctrees = doctrees or out.parent / "doctrees"
     return [sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-q", "-b", "html",
-            "-d", str(doctrees), str(DOCS), str(out)]
+            "-d", str(doctrees), str(src), str(out)]
 
 
-def build(out: Path = OUT, *, doctrees: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run Sphinx; the result holds its output (warnings are on stderr)."""
-    return subprocess.run(sphinx_command(out, doctrees), cwd=REPO, env=offline_env(), capture_output=True, text=True)
+def build(out: Path = OUT, *, doctrees: Path | None = None, src: Path = DOCS) -> subprocess.CompletedProcess[str]:
+    """Run Sphinx; the result holds its output (warnings are on stderr). When a notebook's
+    cell raised, Sphinx stops naming the notebook only and saves the traceback to a file: the
+    cell and its error are then added to the result's stderr."""
+    done = subprocess.run(sphinx_command(out, doctrees, src), cwd=REPO, env=offline_env(), capture_output=True, text=True)
+    saved = re.search(r"The full traceback has been saved in:\s*(\S+)", done.stderr)
+    if done.returncode != 0 and saved and Path(saved.group(1)).is_file():
+        log = ANSI.sub("", Path(saved.group(1)).read_text(encoding="utf-8", errors="replace"))
+        cell = log.find("An error occurred while executing the following cell")
+        if cell >= 0:
+            done.stderr += "\n" + log[cell:cell + 6000]
+    return done
 
 
 class _Page(HTMLParser):

@@ -89,16 +89,25 @@ def _documented_classes(groups: list[Group]) -> set[type]:
 def class_members(cls: type, public: set[type], *, full: bool = False) -> list[str]:
     """The public members a class's entry lists (see the module docstring)."""
     chosen = []
+    pydantic_names = set(dir(_base_model())) if issubclass(cls, _base_model()) else set()
     for name in dir(cls):
         if name.startswith("_"):
             continue
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)
         if owner is None or not owner.__module__.startswith("nbagent"):
             continue  # object, pydantic's BaseModel, Exception, Enum...: their own docs
+        if pydantic_names and name in pydantic_names:
+            continue  # model_config, model_post_init...: pydantic's hooks, set per class
         if owner is not cls and owner in public and not full:
             continue
         chosen.append(name)
     return chosen
+
+
+def _base_model() -> type:
+    from pydantic import BaseModel
+
+    return BaseModel
 
 
 def _directive(obj: Any) -> str:
@@ -125,7 +134,11 @@ def page_text(group: Group, public: set[type]) -> str:
                 lines.append("   :undoc-members:")
         lines.append("")
     for alias, target in group.aliases.items():
-        lines += [f".. py:data:: {alias}", "", f"   Another name for :py:obj:`{target}` (the same object).", ""]
+        obj = resolve(target)
+        kind = "class" if inspect.isclass(obj) else "function" if inspect.isroutine(obj) else "data"
+        module, _, short = alias.rpartition(".")
+        lines += [f".. py:{kind}:: {short}", f"   :module: {module}", "",
+                  f"   Another name for :py:obj:`{target}` (the same object).", ""]
     return "\n".join(lines)
 
 

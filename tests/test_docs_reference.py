@@ -1,0 +1,97 @@
+"""The API reference covers every public name exactly once (docs/api.toml), grouped by concept.
+
+No Sphinx build here: the data file, the names it lists and the pages written from it.
+tests/test_docs_site.py builds the site and checks what a reader sees.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.docs_site import DOCS, docs_module
+
+api_pages = docs_module("api_pages", DOCS / "_ext" / "api_pages.py")
+PACKAGES, GROUPS = api_pages.load_groups()
+LISTED = [e.name for g in GROUPS for e in g.entries]
+ALIASES = {alias: target for g in GROUPS for alias, target in g.aliases.items()}
+#: the concepts the reference is grouped by (issue 27)
+CONCEPTS = {"runners", "workers", "tasks", "models", "tools", "approval", "typed-answers", "memory",
+            "events", "workflows", "store", "batch", "views", "errors"}
+
+
+def test_every_public_name_is_listed_exactly_once() -> None:
+    public = api_pages.public_names(PACKAGES)
+    counts = Counter(LISTED + list(ALIASES))
+    twice = sorted(name for name, n in counts.items() if n > 1)
+    assert not twice, f"listed more than once in docs/api.toml: {twice}"
+    missing = sorted(set(public) - set(counts))
+    assert not missing, f"public names missing from docs/api.toml (add each to the group of its concept): {missing}"
+    unknown = sorted(set(counts) - set(public))
+    assert not unknown, f"docs/api.toml lists names that are not public (in no package's __all__): {unknown}"
+
+
+def test_every_listed_object_is_documented_once() -> None:
+    """Two names of one object: one is an alias (so the object has one entry, not two)."""
+    objects = Counter(id(api_pages.resolve(name)) for name in LISTED
+                      if inspect.isclass(api_pages.resolve(name)) or inspect.isroutine(api_pages.resolve(name)))
+    doubled = [name for name in LISTED if objects.get(id(api_pages.resolve(name)), 0) > 1]
+    assert not doubled, f"the same object under two entries: {doubled}"
+    for alias, target in ALIASES.items():
+        assert api_pages.resolve(alias) is api_pages.resolve(target), f"{alias} is not {target}"
+        assert target in LISTED, f"alias {alias} names {target}, which has no entry"
+
+
+def test_groups_are_the_concepts() -> None:
+    slugs = [g.slug for g in GROUPS]
+    assert len(slugs) == len(set(slugs))
+    assert CONCEPTS <= set(slugs), f"missing concepts: {CONCEPTS - set(slugs)}"
+    assert all(g.entries and g.intro for g in GROUPS)
+
+
+def test_public_names_dedupe_re_exports_but_not_other_objects() -> None:
+    public = api_pages.public_names(["nbagent", "nbagent.workflow"])
+    assert "nbagent.AgentWorkflow" in public and "nbagent.workflow.AgentWorkflow" not in public
+    # a different class under the same name stays: the workflow agent is not the step-wise one
+    assert public["nbagent.workflow.ReActAgent"] is not public["nbagent.ReActAgent"]
+
+
+def test_a_class_lists_its_own_members_and_leaves_a_public_base_to_its_entry() -> None:
+    import nbagent
+
+    public = {nbagent.AgentRunner, nbagent.BaseAgent, nbagent.ReActAgent}
+    runner = api_pages.class_members(nbagent.AgentRunner, public, full=True)
+    assert {"run_step", "arun_step", "create_task", "chat", "undo_step"} <= set(runner)
+    react = api_pages.class_members(nbagent.ReActAgent, public)
+    assert "from_tools" in react and "run_step" not in react and "chat" not in react
+    assert not [m for m in runner if m.startswith("_")]
+    step = api_pages.class_members(nbagent.TaskStep, public)
+    assert "model_dump" not in step, "pydantic's own methods are left to pydantic"
+
+
+def test_pages_are_written_from_the_data_file(tmp_path: Path) -> None:
+    pages = api_pages.write_pages(tmp_path / "reference")
+    assert {p.stem for p in pages} == {g.slug for g in GROUPS} | {"index"}
+    runners = (tmp_path / "reference" / "runners.rst").read_text(encoding="utf-8")
+    assert ".. autoclass:: nbagent.AgentRunner" in runners and "run_step" in runners
+    errors = (tmp_path / "reference" / "errors.rst").read_text(encoding="utf-8")
+    assert ".. autoexception:: nbagent.PersistError" in errors
+    index = (tmp_path / "reference" / "index.rst").read_text(encoding="utf-8")
+    assert "/reference-audit" in index, "the LlamaIndex reference audit is a page of the reference"
+    (tmp_path / "reference" / "gone.rst").write_text("stale")
+    before = (tmp_path / "reference" / "runners.rst").stat().st_mtime_ns
+    api_pages.write_pages(tmp_path / "reference")
+    assert not (tmp_path / "reference" / "gone.rst").exists()
+    assert (tmp_path / "reference" / "runners.rst").stat().st_mtime_ns == before, "unchanged pages are not rewritten"
+
+
+@pytest.mark.parametrize("text, rst", [
+    ("use `run_step`", "use ``run_step``"),
+    ("see [Errors](errors.rst)", "see :doc:`Errors <errors>`"),
+    ("already ``literal``", "already ``literal``"),
+])
+def test_intro_markdown_becomes_rst(text: str, rst: str) -> None:
+    assert api_pages._md_to_rst(text) == rst

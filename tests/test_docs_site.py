@@ -1,0 +1,154 @@
+"""The documentation site (``make docs``): built offline with warnings as errors, its tutorials
+executed, every public name on a reference page, no broken link, nothing loaded from outside.
+
+The site is built once (``tests/docs_site.py``, about a minute: the notebooks run) and read
+back as files here; ``tests/browser/test_docs_browser.py`` opens it in Chromium.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.docs_site import DOCS, REPO, build_script, built_site, docs_module
+
+api_pages = docs_module("api_pages", DOCS / "_ext" / "api_pages.py")
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    built = built_site()
+    tail = (built.result.stdout + built.result.stderr)[-6000:]
+    assert built.result.returncode == 0, f"make docs failed (warnings are errors):\n{tail}"
+    return built.html
+
+
+def text_of(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+def test_the_build_has_no_warning(site: Path) -> None:
+    warnings = [line for line in built_site().result.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert not [w for w in warnings if "Kernel is running over TCP" not in w], warnings
+
+
+def test_links_resolve_and_nothing_loads_from_outside(site: Path) -> None:
+    assert build_script().check_site(site) == []
+
+
+def test_the_site_check_catches_what_it_promises(tmp_path: Path) -> None:
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "a.css").write_text("@import url('https://fonts.example/f.css');\nbody{background:url(data:image/png;base64,AA)}")
+    (tmp_path / "other.html").write_text('<h1 id="there">x</h1>')
+    (tmp_path / "index.html").write_text(textwrap.dedent("""
+        <link rel="stylesheet" href="_static/a.css"><link rel="stylesheet" href="https://cdn.example/x.css">
+        <link rel="canonical" href="https://example.org/docs/">
+        <script src="https://cdn.example/require.js"></script><script src="_static/gone.js"></script>
+        <img src="//cdn.example/logo.png"><img src="data:image/png;base64,AA">
+        <div style="background: url('https://track.example/p.gif')"></div>
+        <a href="other.html#there">ok</a><a href="other.html#nowhere">bad anchor</a>
+        <a href="missing.html">bad page</a><a href="#top">bad own anchor</a><a href="https://example.org">fine</a>
+        <a href="../outside.html">outside</a>
+    """))
+    problems = "\n".join(build_script().check_site(tmp_path))
+    for expected in ("loads https://cdn.example/x.css", "loads https://cdn.example/require.js",
+                     "loads _static/gone.js, which is not in the site", "loads //cdn.example/logo.png",
+                     "loads https://track.example/p.gif", "has no id 'nowhere'", "links to missing.html",
+                     "has no id 'top'", "links to ../outside.html", "a.css loads https://fonts.example/f.css"):
+        assert expected in problems, f"{expected!r} not caught:\n{problems}"
+    for fine in ("other.html#there", "example.org/docs", "data:image", "https://example.org\""):
+        assert fine not in problems, problems
+    assert len(problems.splitlines()) == 10, problems
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_tutorial_is_a_page_executed_with_its_graphs(site: Path, notebook: Path) -> None:
+    page = site / "tutorials" / f"{notebook.stem}.html"
+    assert page.exists(), f"{notebook.name} has no page"
+    text = page.read_text(encoding="utf-8")
+    stored = nbformat.read(notebook, as_version=4)
+    title = stored.cells[0].source.splitlines()[0].lstrip("# ").replace("`", "").strip()
+    assert text_of(title) in text_of(text), f"{page.name}: the notebook's title is not on its page"
+    printed = [o.text for c in stored.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
+    assert printed and text.count('class="output stream') + text.count("cell_output") > 0
+    # the build ran the cells: the first printed line the notebook stores is on the page too
+    first = next(line for out in printed for line in out.splitlines() if line.strip() and not re.search(r"\d+(\.\d+)? ?ms|0x", line))
+    assert html.escape(first.strip(), quote=False) in text or first.strip() in text_of(text), f"{page.name}: {first!r} not shown"
+    svg = sum("image/svg+xml" in o.get("data", {}) for c in stored.cells for o in c.get("outputs", []))
+    shown = re.findall(r'<img[^>]+src="\.\./_images/[^"]+\.svg"', text) + re.findall(r"<svg[ >]", text)
+    assert len(shown) >= svg, f"{page.name}: {svg} graphs stored, {len(shown)} shown"
+
+
+def test_widgets_show_their_static_fallback_and_load_no_widget_code(site: Path) -> None:
+    for name in ("05_control_panel", "11_batch_eval", "08_agent_workflow"):
+        text = (site / "tutorials" / f"{name}.html").read_text(encoding="utf-8")
+        assert "widget-state+json" not in text and "widget-view+json" not in text, name
+        assert not re.search(r"require(\.min)?\.js|html-manager|embed-amd", text), name
+    panel = (site / "tutorials" / "05_control_panel.html").read_text(encoding="utf-8")
+    assert 'class="nbagent-panel' in panel, "the panel's static HTML is on the page"
+
+
+def test_every_public_name_has_an_entry_on_its_group_page(site: Path) -> None:
+    _, groups = api_pages.load_groups()
+    for group in groups:
+        text = (site / "reference" / f"{group.slug}.html").read_text(encoding="utf-8")
+        for name in [e.name for e in group.entries] + list(group.aliases):
+            assert f'id="{name}"' in text, f"{name} has no entry on reference/{group.slug}.html"
+    assert (site / "reference-audit.html").exists(), "the LlamaIndex reference audit is a page"
+
+
+def test_agent_runner_page_shows_run_step_with_its_signature(site: Path) -> None:
+    text = (site / "reference" / "runners.html").read_text(encoding="utf-8")
+    match = re.search(r'<dt[^>]*id="nbagent\.AgentRunner\.run_step".*?</dt>', text, re.S)
+    assert match, "AgentRunner.run_step has no entry"
+    signature = " ".join(text_of(match.group(0)).split())
+    assert re.search(r"run_step\(task_id: Task \| str, input: str \| None = None, step: TaskStep \| None = None", signature), signature
+    assert "TaskStepOutput" in signature
+
+
+def test_the_search_index_knows_every_method_of_the_runner(site: Path) -> None:
+    index = (site / "searchindex.js").read_text(encoding="utf-8")
+    data = json.loads(index[index.index("(") + 1 : index.rindex(")")])
+    objects = {f"{prefix}.{entry[-1]}" for prefix, entries in data["objects"].items() for entry in entries}
+    assert {"nbagent.AgentRunner.run_step", "nbagent.AgentRunner.undo_step", "nbagent.workflow.Context"} <= objects
+
+
+def test_the_architecture_page_is_in_the_explanations(site: Path) -> None:
+    explanations = (site / "explain" / "index.html").read_text(encoding="utf-8")
+    page = "architecture.html" if (DOCS / "architecture.md").exists() else "architecture-pending.html"
+    assert f'href="../{page}"' in explanations and (site / page).exists()
+
+
+def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
+    """The site's own notebook settings (docs/conf.py), on a project of one notebook whose
+    second cell raises: Sphinx exits non-zero and names the notebook and the error."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(textwrap.dedent(f"""
+        import runpy
+        _site = runpy.run_path({str(DOCS / "conf.py")!r})
+        globals().update({{k: v for k, v in _site.items() if k.startswith(("nb_", "myst_"))}})
+        extensions = ["myst_nb"]
+    """))
+    (src / "index.md").write_text("# Index\n\n```{toctree}\nbroken\n```\n")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Broken"),
+        nbformat.v4.new_code_cell("print('first cell ran')"),
+        nbformat.v4.new_code_cell("raise ValueError('this cell fails on purpose')"),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, src / "broken.ipynb")
+    done = build_script().build(tmp_path / "out", src=src)
+    assert done.returncode != 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "broken.ipynb" in done.stderr, done.stderr[-3000:]
+    assert "raise ValueError('this cell fails on purpose')" in done.stderr, "the failing cell is shown"
+    assert "ValueError: this cell fails on purpose" in done.stderr, "and its error"
