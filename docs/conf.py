@@ -53,6 +53,8 @@ nb_execution_raise_on_error = True  # a cell that raises fails the build
 nb_execution_show_tb = True
 nb_execution_timeout = 300
 nb_execution_in_temp = False  # the tutorials read cassettes/ beside themselves
+# while writing a page: NBAGENT_DOCS_NO_EXEC="tutorials/*" leaves those pages unexecuted
+nb_execution_excludepatterns = os.environ.get("NBAGENT_DOCS_NO_EXEC", "").split()
 nb_merge_streams = True
 # widgets: no require.js or html-manager from a CDN; a widget output shows its fallback
 nb_ipywidgets_js = {}

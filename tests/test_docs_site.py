@@ -152,3 +152,31 @@ def test_a_failing_cell_fails_the_build(tmp_path: Path) -> None:
     assert "broken.ipynb" in done.stderr, done.stderr[-3000:]
     assert "raise ValueError('this cell fails on purpose')" in done.stderr, "the failing cell is shown"
     assert "ValueError: this cell fails on purpose" in done.stderr, "and its error"
+
+
+HOWTOS = sorted((DOCS / "howto").glob("*.md"))
+
+
+@pytest.mark.parametrize("source", [p for p in HOWTOS if "{code-cell}" in p.read_text(encoding="utf-8")], ids=lambda p: p.stem)
+def test_how_to_examples_ran_when_the_site_was_built(site: Path, source: Path) -> None:
+    """Every executed block of a how-to printed something, and nothing is an error."""
+    cells = source.read_text(encoding="utf-8").count("```{code-cell}")
+    text = (site / "howto" / f"{source.stem}.html").read_text(encoding="utf-8")
+    outputs = text.count('class="cell_output')
+    assert outputs == cells, f"{source.name}: {cells} code cells, {outputs} outputs"
+    assert "Traceback" not in text_of(text) and 'class="output traceback' not in text
+
+
+def test_the_how_to_guides_are_all_in_the_index(site: Path) -> None:
+    index = (DOCS / "howto" / "index.md").read_text(encoding="utf-8")
+    assert {p.stem for p in HOWTOS} - {"index"} == set(re.findall(r"^([a-z-]+)$", index, re.M))
+
+
+def test_the_tracing_page_describes_no_api_until_tracing_exists(site: Path) -> None:
+    import importlib.util
+
+    text = text_of((site / "howto" / "trace-a-run.html").read_text(encoding="utf-8"))
+    if importlib.util.find_spec("nbagent.tracing") is None:
+        assert "not built yet" in text and "instrument(" not in text
+    else:
+        pytest.fail("nbagent.tracing exists now: write docs/howto/trace-a-run.md for it")
