@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import copy
 import hashlib
 import signal
 import threading
@@ -574,7 +573,7 @@ async def run_isolated(
     if item is not None:
         item.task_id = task.task_id
     try:
-        run = runner._arun_to_end(task.task_id, "wait", runner.default_tool_choice)
+        run = runner.arun_task(task.task_id)
         output = await (asyncio.wait_for(run, timeout_s) if timeout_s is not None else run)
         response = runner.finalize_response(task.task_id, output)
         if isinstance(response, StreamingAgentChatResponse):
@@ -620,19 +619,7 @@ def task_record(runner: AgentRunner, state: TaskState) -> dict[str, Any]:
     JSON-able data that a store keeps and a Ray worker sends back."""
     from nbagent.store.codec import runner_to_dict
 
-    view = copy.copy(runner)  # same worker, settings and prices; just this task, no history
-    one = {state.task_id: state}
-    holder = view.__dict__.get("state")
-    if holder is not None and isinstance(getattr(holder, "task_dict", None), dict):
-        holder = copy.copy(holder)  # the runner's AgentState: the dict behind runner.tasks
-        holder.task_dict = one
-        view.__dict__["state"] = holder
-    else:
-        view.__dict__["_tasks"] = one
-    view.__dict__["memory"] = ChatMemoryBuffer()
-    if len(view._tasks) != 1:
-        raise RuntimeError("task_record could not isolate the task from its runner")
-    return runner_to_dict(view)
+    return runner_to_dict(runner, tasks=[state], with_memory=False)  # the worker, settings and prices
 
 
 def adopt_record(runner: AgentRunner, doc: dict[str, Any]) -> TaskState:
@@ -650,17 +637,12 @@ def adopt_record(runner: AgentRunner, doc: dict[str, Any]) -> TaskState:
 def adopt_state(runner: AgentRunner, state: TaskState, loaded: Any) -> TaskState:
     """Move a task that ``loaded`` (a runner rebuilt from a record or the store) holds into
     ``runner``, with the models its steps ran with (for their cost)."""
-    from nbagent.costs import register_runner
-    from nbagent.events import TaskCreated
+    from nbagent.costs import adopt_step_models, register_runner, step_models
 
-    state.task._runner = runner
-    runner.tasks[state.task_id] = state
-    models = {sid: m for sid, m in loaded.__dict__.get("_step_models", {}).items() if sid in state.steps}
-    if models:
-        runner.__dict__.setdefault("_step_models", {}).update(models)
+    # the models first: a store that hears TaskCreated writes them with the task
+    adopt_step_models(runner, {sid: m for sid, m in step_models(loaded).items() if sid in state.steps})
     register_runner(state.task_id, runner)
-    runner._emit(TaskCreated(state.task_id, input=state.task.input))
-    return state
+    return runner.adopt_task(state)
 
 
 # ----- the store ---------------------------------------------------------------------------

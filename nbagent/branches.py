@@ -200,16 +200,16 @@ def _fork_at(runner: AgentRunner, state: TaskState, step: TaskStep, input: str |
         is_ready=step.is_ready,
     )
     for pid, prev in list(step.prev_steps.items()):
-        prev.__dict__["next_steps"] = {
-            (new.step_id if k == sid else k): (new if k == sid else v) for k, v in prev.next_steps.items()
-        }
+        prev._set_links(
+            next_steps={(new.step_id if k == sid else k): (new if k == sid else v) for k, v in prev.next_steps.items()}
+        )
         new.prev_steps[pid] = prev
         state.undone_edges.append((pid, sid))
         out = state.outputs.get(pid)
         if out is not None and any(s is step for s in out.next_steps):
             # so that undoing ``prev`` later cuts the link to the new step, not the old one
-            out.__dict__["next_steps"] = [new if s is step else s for s in out.next_steps]
-    step.__dict__["prev_steps"] = {}
+            out._set_next_steps([new if s is step else s for s in out.next_steps])
+    step._set_links(prev_steps={})
     state.undone_ids.add(sid)
     state.register(new)
     state.step_queue = deque(new if s is step else s for s in state.step_queue)

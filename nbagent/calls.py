@@ -243,7 +243,7 @@ def keep_journal(step: TaskStep, journal: dict[str, Any] | None) -> None:
     if journal and (journal.get("outputs") or _outlived(step.task_id, step.step_id)):
         own = {k: v for k, v in step.step_state.items() if k != JOURNAL_KEY}
         own[JOURNAL_KEY] = journal
-        step.__dict__["step_state"] = own  # no validation: it is the dict it was, plus one key
+        step._set_step_state(own)  # no validation: it is the dict it was, plus one key
 
 
 def without_journal(state: dict[str, Any]) -> dict[str, Any]:

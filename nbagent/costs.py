@@ -23,6 +23,7 @@ import math
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nbagent._counts import counted
@@ -47,6 +48,11 @@ __all__ = [
     "runner_cost",
     "output_cost",
     "step_model",
+    "step_models",
+    "adopt_step_models",
+    "own_pricing",
+    "runner_pricing",
+    "set_runner_pricing",
     "cost_label",
     "task_cost_label",
     "runner_cost_label",
@@ -324,18 +330,43 @@ def record_step(runner: AgentRunner, state: TaskState, output: TaskStepOutput) -
         register_runner(state.task_id, runner)
 
 
+def own_pricing(runner: Any) -> Pricing | None:
+    """The prices ``runner`` was given (``runner.pricing = ...``), or None: it uses the global ones."""
+    return getattr(runner, "__dict__", {}).get("_pricing")  # type: ignore[no-any-return]
+
+
+_NO_MODELS: dict[str, str] = {}
+
+
+def _models(runner: Any) -> dict[str, str]:
+    return getattr(runner, "__dict__", {}).get("_step_models", _NO_MODELS)  # type: ignore[no-any-return]
+
+
+def step_models(runner: Any) -> Mapping[str, str]:
+    """Step id -> the model the step ran with, as recorded when it completed (read-only)."""
+    return MappingProxyType(_models(runner))
+
+
+def adopt_step_models(runner: AgentRunner, models: Mapping[str, str]) -> None:
+    """Record the models that steps ran with elsewhere (a loaded run, a task adopted from a
+    batch record), so that their cost uses the model each step really ran with."""
+    if models:
+        runner.__dict__.setdefault("_step_models", {}).update(models)
+
+
 def _pricing_anywhere() -> bool:
     return bool(_default) or len(_PRICED) > 0
 
 
 def runner_pricing(runner: Any) -> Pricing:
-    own = getattr(runner, "__dict__", {}).get("_pricing")
+    """The prices that apply to ``runner``: its own, else the global ones."""
+    own = own_pricing(runner)
     return own if own is not None else _default
 
 
 def step_model(runner: Any, step_id: str) -> str | None:
     """The model a step ran with: as recorded when it completed, else the worker's model now."""
-    recorded = getattr(runner, "__dict__", {}).get("_step_models", {}).get(step_id)
+    recorded = _models(runner).get(step_id)
     if recorded is not None:
         return recorded  # type: ignore[no-any-return]
     return current_model(runner)

@@ -97,6 +97,11 @@ class Task(BaseModel):
     # two calls; None until the first is issued or the runner rebuilds it after a load
     _call_ids: dict[str, int] | None = PrivateAttr(default=None)
 
+    def _set_extra_state(self, extra_state: dict[str, Any]) -> None:
+        """Put ``extra_state`` in place as it is, the very dict (a loaded run's steps may share
+        it), without validation."""
+        self.__dict__["extra_state"] = extra_state
+
     @model_validator(mode="before")
     @classmethod
     def _no_callback_manager(cls, data: Any) -> Any:
@@ -143,6 +148,17 @@ _RUNNER_METHODS: dict[str, str] = {
 
 # Links loaded as ids, waiting for ``resolve_links``; kept outside the model so that a step
 # carries no per-instance private storage (steps are the most numerous objects).
+class _Unset:
+    """The default of a setter's keyword: this field is left as it is."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
 _PENDING_LINKS: weakref.WeakKeyDictionary[TaskStep, tuple[list[str], list[str]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -206,6 +222,23 @@ class TaskStep(_LeanModel):
             )
         self.next_steps[next_step.step_id] = next_step
         next_step.prev_steps[self.step_id] = self
+
+    def _set_links(
+        self,
+        *,
+        next_steps: dict[str, TaskStep] = _UNSET,
+        prev_steps: dict[str, TaskStep] = _UNSET,
+    ) -> None:
+        """Put link dicts in place as they are (the very dicts, no validation): what the
+        runner's undo, a fork and a load do with links they own."""
+        if next_steps is not _UNSET:
+            self.__dict__["next_steps"] = next_steps
+        if prev_steps is not _UNSET:
+            self.__dict__["prev_steps"] = prev_steps
+
+    def _set_step_state(self, step_state: dict[str, Any]) -> None:
+        """Put ``step_state`` in place as it is, the very dict, without validation."""
+        self.__dict__["step_state"] = step_state
 
     def resolve_links(self, registry: dict[str, TaskStep]) -> None:
         """Turn links loaded as ids back into step objects, from a registry of steps by id."""
@@ -325,6 +358,28 @@ class TaskStepOutput(_LeanModel):
         if output is None or isinstance(output, (str, int, float, bool)):
             return output
         return str(output)
+
+    def _set_measured(
+        self,
+        *,
+        latency_s: float | None = _UNSET,
+        input: str | None = _UNSET,
+        usage: TokenUsage | None = _UNSET,
+    ) -> None:
+        """Record what the runner measured (or a loaded run says): the step's time, the input
+        it ran with and its models' tokens. No validation (the runner's own values), and
+        pydantic's fields-set bookkeeping would add a few hundred bytes to every retained output."""
+        fields = self.__dict__
+        if latency_s is not _UNSET:
+            fields["latency_s"] = latency_s
+        if input is not _UNSET:
+            fields["input"] = input
+        if usage is not _UNSET:
+            fields["usage"] = usage
+
+    def _set_next_steps(self, next_steps: list[TaskStep]) -> None:
+        """Put the list of following steps in place as it is, the very list, without validation."""
+        self.__dict__["next_steps"] = next_steps
 
     def settle(self, final: TaskStepOutput) -> None:
         """Take what a streamed step ended with: this output was returned while the step's

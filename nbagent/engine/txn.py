@@ -257,16 +257,16 @@ class Checkpoint:
         for link in self.links:
             s = link.step
             s.input = link.input
-            s.__dict__["next_steps"] = link.next_obj
+            s._set_links(next_steps=link.next_obj)
             if tuple(link.next_obj.items()) != link.next_items:
                 link.next_obj.clear()
                 link.next_obj.update(link.next_items)
-            s.__dict__["prev_steps"] = link.prev_obj
+            s._set_links(prev_steps=link.prev_obj)
             if tuple(link.prev_obj.items()) != link.prev_items:
                 link.prev_obj.clear()
                 link.prev_obj.update(link.prev_items)
         for out, obj, items in self.output_next:
-            out.__dict__["next_steps"] = obj
+            out._set_next_steps(obj)
             if tuple(obj) != items:
                 obj[:] = items
         if tuple(state.steps.items()) != self.steps:

@@ -517,12 +517,11 @@ class AgentRunner(BaseAgent):
         let the task go. (The rest of ``_astep``'s transaction; ``_abort_step`` undoes it.)"""
         picked = att.step
         assert picked is not None and att.snap is not None and att.claim is not None
-        # set through __dict__: no validation needed, and pydantic's fields-set bookkeeping
-        # would add a few hundred bytes to every retained output
-        output.__dict__["latency_s"] = latency
-        output.__dict__["input"] = picked.input  # kept when an undo gives the step new input
+        # the input is kept because an undo may give the step new input
         if ctx.usage is not None:
-            output.__dict__["usage"] = ctx.usage
+            output._set_measured(latency_s=latency, input=picked.input, usage=ctx.usage)
+        else:
+            output._set_measured(latency_s=latency, input=picked.input)
         att.mark = txn.mark_commit(state, picked, output)
         att.output = output
         self._commit(state, picked, output, att.snap)
@@ -631,8 +630,7 @@ class AgentRunner(BaseAgent):
             follow = [] if step.next_steps else [step.get_next_step(step_state=calls.without_journal(step.step_state))]
             output = TaskStepOutput(output=SkippedOutput(reason=reason), task_step=step, next_steps=follow,
                                     is_last=False)
-            output.__dict__["latency_s"] = 0.0
-            output.__dict__["input"] = step.input
+            output._set_measured(latency_s=0.0, input=step.input)
             self._commit(state, step, output, snap)
             self._after_step(state, output)
             self._emit(StepCompleted(state.task_id, step_id=step.step_id, is_last=False,
@@ -915,6 +913,27 @@ class AgentRunner(BaseAgent):
                 return output
             choice = "auto"  # a forced tool choice applies to the first step only
 
+    async def arun_task(
+        self, task_id: TaskRef, *, tool_choice: str | dict[str, Any] | None = None
+    ) -> TaskStepOutput:
+        """Run the task's steps until its last one and return that step's output (not yet
+        finalized: ``finalize_response`` makes the answer). ``tool_choice`` (default: the
+        runner's) applies to the first step only, as in ``chat``."""
+        state = self.state_of(task_id)
+        choice = self.default_tool_choice if tool_choice is None else tool_choice
+        return await self._arun_to_end(state.task_id, "wait", choice)
+
+    def adopt_task(self, state: TaskState) -> TaskState:
+        """Make a task that another runner holds (a loaded run, a batch record) a task of this
+        one, as it is: it can be opened, drawn, costed and saved like the others. A task of
+        this runner with the same id is replaced; listeners hear ``TaskCreated``."""
+        if not isinstance(state, TaskState):
+            raise TypeError(f"adopt_task takes a TaskState (runner.state_of(task)), got {type(state).__name__}")
+        state.task._runner = self
+        self._tasks[state.task_id] = state
+        self._emit(TaskCreated(state.task_id, input=state.task.input))
+        return state
+
     async def achat(
         self,
         message: str,
@@ -1116,7 +1135,9 @@ class AgentRunner(BaseAgent):
     @property
     def pricing(self) -> Any:
         """This runner's prices (a ``nbagent.costs.Pricing``), or None to use the global ones."""
-        return self.__dict__.get("_pricing")
+        from nbagent.costs import own_pricing
+
+        return own_pricing(self)
 
     @pricing.setter
     def pricing(self, value: Any) -> None:

@@ -27,10 +27,12 @@ import math
 import random
 import warnings
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
+from nbagent import costs
 from nbagent import ids as _ids
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import TokenUsage
@@ -89,9 +91,18 @@ def _worker_info(runner: AgentRunner) -> dict[str, Any]:
     return _jsonable_info(info)
 
 
-def runner_to_dict(runner: AgentRunner) -> dict[str, Any]:
-    """The runner's whole state as JSON-ready data (see the module docstring for the format)."""
+def runner_to_dict(
+    runner: AgentRunner, *, tasks: Iterable[TaskState] | None = None, with_memory: bool = True
+) -> dict[str, Any]:
+    """The runner's whole state as JSON-ready data (see the module docstring for the format).
+
+    ``tasks``: only these of the runner's tasks (a batch record holds one); ``with_memory=False``:
+    an empty conversation memory in place of the runner's (a task read its history, it did
+    not add to it)."""
     from nbagent._version import __version__
+
+    chosen = list(runner._tasks.values()) if tasks is None else _own_tasks(runner, tasks)
+    memory = runner.memory if with_memory else ChatMemoryBuffer()
 
     enc = _Encoder()
     settings = {name: getattr(runner, name) for name in _SETTINGS}
@@ -102,7 +113,7 @@ def runner_to_dict(runner: AgentRunner) -> dict[str, Any]:
     if callable(extra_settings):
         settings.update(extra_settings())
     settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
-    pricing = runner.__dict__.get("_pricing")
+    pricing = costs.own_pricing(runner)
     rng = _ids.current_rng()
     doc: dict[str, Any] = {
         "format": FORMAT,
@@ -114,11 +125,23 @@ def runner_to_dict(runner: AgentRunner) -> dict[str, Any]:
             "settings": enc.value(settings, (None, "runner.settings")),
             "pricing": pricing.to_dict() if pricing is not None else None,
             "ids": _rng_state(rng) if rng is not None else None,
-            "memory": enc.value(runner.memory, (None, "runner.memory")),
+            "memory": enc.value(memory, (None, "runner.memory")),
         },
-        "tasks": [_task_to_dict(enc, runner, state) for state in list(runner._tasks.values())],
+        "tasks": [_task_to_dict(enc, runner, state) for state in chosen],
     }
     return _strip_unused(doc, enc.used)  # type: ignore[no-any-return]
+
+
+def _own_tasks(runner: AgentRunner, tasks: Iterable[TaskState]) -> list[TaskState]:
+    chosen = list(tasks)
+    for state in chosen:
+        if not isinstance(state, TaskState) or runner._tasks.get(state.task_id) is not state:
+            what = state.task_id if isinstance(state, TaskState) else type(state).__name__
+            raise ValueError(
+                f"runner_to_dict(tasks=...) takes task states of this runner; {what!r} is not one "
+                f"(its tasks: {list(runner._tasks)})"
+            )
+    return chosen
 
 
 def _rng_state(rng: random.Random) -> list[Any]:
@@ -152,7 +175,7 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
             if linked.step_id not in enc.steps:
                 enc.steps[linked.step_id] = linked
                 pending.append(linked)
-    models: dict[str, str] = runner.__dict__.get("_step_models", {})
+    models = costs.step_models(runner)
     running = [enc.steps[sid] for sid in enc.steps if sid in state.running]
     steps = [_step_record(s, s.step_id in state.steps) for s in enc.steps.values()]
     out_records = [
@@ -421,8 +444,7 @@ def runner_from_dict(
             DamagedRunWarning,
             stacklevel=4,
         )
-    if models:
-        runner.__dict__.setdefault("_step_models", {}).update(models)
+    costs.adopt_step_models(runner, models)
     if restore_ids and ids_state is not None:
         try:
             _restore_rng(ids_state, source)
@@ -495,8 +517,10 @@ def _task_from_dict(
     for j, sd in enumerate(raw_steps):
         w = f"{where}.steps[{j}]"
         step = dec.steps[sd["step_id"]]
-        step.__dict__["next_steps"] = {i: _step_of(dec, i, w) for i in _need(sd, "next_steps", list, w, src)}
-        step.__dict__["prev_steps"] = {i: _step_of(dec, i, w) for i in _need(sd, "prev_steps", list, w, src)}
+        step._set_links(
+            next_steps={i: _step_of(dec, i, w) for i in _need(sd, "next_steps", list, w, src)},
+            prev_steps={i: _step_of(dec, i, w) for i in _need(sd, "prev_steps", list, w, src)},
+        )
     # 2. outputs
     dec.outputs = []
     for j, od in enumerate(_need(tdoc, "outputs", list, where, src)):
@@ -518,13 +542,13 @@ def _task_from_dict(
         ran = od["input"] if "input" in od else step.input  # a file from before "input" was kept
         if ran is not None and not isinstance(ran, str):
             raise PersistError(f"{src}: {w}.input: expected text or null, got {type(ran).__name__}")
-        out.__dict__["input"] = ran
+        out._set_measured(input=ran)
         latency = od.get("latency_s")
         if latency is not None:
-            out.__dict__["latency_s"] = _number_field(latency, f"{w}.latency_s", src, "a number of seconds")
+            out._set_measured(latency_s=_number_field(latency, f"{w}.latency_s", src, "a number of seconds"))
         usage = od.get("usage")
         if usage is not None:
-            out.__dict__["usage"] = _usage_field(usage, f"{w}.usage", src)
+            out._set_measured(usage=_usage_field(usage, f"{w}.usage", src))
         dec.outputs.append(out)
     # 3. memory and state
     memory = dec.value(_need(tdoc, "memory", dict, where, src), f"{where}.memory")
@@ -536,7 +560,7 @@ def _task_from_dict(
     if not isinstance(extra, dict):
         raise PersistError(f"{src}: {where}.extra_state is not a dict")
     task = Task(task_id=task_id, input=task_input, memory=memory, scratch_memory=scratch)
-    task.__dict__["extra_state"] = extra  # the very dict: step_state may share it
+    task._set_extra_state(extra)  # the very dict: step_state may share it
     task._runner = runner
     step_states = _need(tdoc, "step_states", dict, where, src)
     for sid, raw in step_states.items():
@@ -544,7 +568,7 @@ def _task_from_dict(
         value = dec.value(raw, f"{where}.step_states[{sid!r}]")
         if not isinstance(value, dict):
             raise PersistError(f"{src}: {where}.step_states[{sid!r}] is not a dict")
-        step.__dict__["step_state"] = value
+        step._set_step_state(value)
     # 4. the task state
     state = TaskState(
         task=task,

@@ -91,6 +91,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nbagent import costs as _costs
 from nbagent import events as _ev
 from nbagent import ids as _ids
 from nbagent._prefix import PrefixView
@@ -951,7 +952,7 @@ class _Writer:
         if callable(extra_settings):
             settings.update(extra_settings())
         settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
-        pricing = runner.__dict__.get("_pricing")
+        pricing = _costs.own_pricing(runner)
         rng = _ids.current_rng()
         enc = self.encoder()
         header = enc.done({
@@ -1470,7 +1471,7 @@ class _Writer:
         self._write_dicts()
         self._sync_containers()
         # 4. the rows
-        step_models: dict[str, str] = self.runner.__dict__.get("_step_models", {})
+        step_models = _costs.step_models(self.runner)
         known = _StepIndex(state, m, steps)
         seq = m.seq
         registry, written_steps, order, dicts, add = state.steps, m.steps, m.order, self.dicts, self.ops.append

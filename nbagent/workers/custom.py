@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -91,6 +91,18 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
         if callback_manager is not None:
             warn_callback_manager("from_tools")
         return cls(tools=list(tools or []), tool_retriever=tool_retriever, llm=llm, verbose=verbose, **kwargs)
+
+    # a plain ``_run_step`` steps without awaiting; a subclass with its own ``_arun_step`` or
+    # ``arun_step`` does not promise that (see ``__init_subclass__``)
+    steps_synchronously: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "steps_synchronously" not in vars(cls):
+            cls.steps_synchronously = (
+                cls._arun_step is CustomSimpleAgentWorker._arun_step
+                and cls.arun_step is CustomSimpleAgentWorker.arun_step
+            )
 
     def get_tools(self, input: str) -> list[FunctionTool]:
         return list(self._get_tools(input))

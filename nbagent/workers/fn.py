@@ -61,6 +61,11 @@ class FnAgentWorker(BaseAgentWorker):
         self.verbose = verbose
         self.max_steps = max_steps
 
+    @property
+    def steps_synchronously(self) -> bool:  # type: ignore[override]
+        """A plain ``fn`` steps without awaiting; ``async_fn`` (or a subclass's own ``arun_step``) may not."""
+        return self.async_fn is None and type(self).arun_step is FnAgentWorker.arun_step
+
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         """The first step; its state is the task's ``extra_state`` (e.g. the runner's
         ``init_task_state_kwargs``) plus a copy of ``initial_state``. The Task is added while
