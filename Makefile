@@ -5,7 +5,8 @@
 #   make demo   headless: runs the quick start offline, writes demo_output/report.html + dag.svg
 #   make lite   builds the tutorials as a JupyterLite site (build/lite/site; needs npm)
 #   make lite-serve  serves that site on http://127.0.0.1:8000 (LITE_PORT=...)
-#   make docs   builds the documentation site offline into docs/_build/html (static files)
+#   make docs   builds the documentation site offline into docs/_build/html (static files);
+#               make docs-lite adds the browser site (make lite) and links the tutorials to it
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -17,7 +18,7 @@ LITE_PORT ?= 8000
 # JupyterLab refuses to run as root unless told
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--ServerApp.allow_root=True)
 
-.PHONY: setup test unit nbval bench lab demo lite lite-serve docs clean
+.PHONY: setup test unit nbval bench lab demo lite lite-serve docs docs-lite clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +66,10 @@ lite-serve: $(STAMP)
 # Sphinx + myst-nb, warnings are errors, tutorials executed, links and loads checked (docs/build.py)
 docs: $(STAMP)
 	$(PY) docs/build.py
+
+# the same, with the JupyterLite site (make lite) in docs/_build/html/lite, linked from the tutorials
+docs-lite: $(STAMP)
+	$(PY) docs/build.py --lite
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(DEMO_OUT) lite/node_modules

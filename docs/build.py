@@ -9,6 +9,10 @@ tutorials to a real model are removed and real network requests are blocked
 - a page would load anything from outside the site: a script, a stylesheet, an image, a font,
   a frame (links a reader may follow to other sites are fine: they load nothing by themselves).
 
+With ``--lite`` (``make docs-lite``) the JupyterLite site of ``make lite`` is built into the
+output's ``lite/`` folder (npm and PyPI packages; nothing fetched when it runs) and each
+tutorial the browser can run links to it.
+
 Publishing is copying the output folder to any static file host (GitHub Pages included).
 """
 
@@ -38,8 +42,10 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CSS_URL = re.compile(r"""url\(\s*['"]?([^'")]+)|@import\s+['"]([^'"]+)""")
 
 
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in REAL_MODEL_VARS}
+def offline_env(*, lite: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in (*REAL_MODEL_VARS, "NBAGENT_DOCS_LITE")}
+    if lite:
+        env["NBAGENT_DOCS_LITE"] = "1"
     env["NBAGENT_BLOCK_NETWORK"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return env
@@ -51,11 +57,13 @@ def sphinx_command(out: Path, doctrees: Path | None = None, src: Path = DOCS) ->
             "-d", str(doctrees), str(src), str(out)]
 
 
-def build(out: Path = OUT, *, doctrees: Path | None = None, src: Path = DOCS) -> subprocess.CompletedProcess[str]:
+def build(
+    out: Path = OUT, *, doctrees: Path | None = None, src: Path = DOCS, lite: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run Sphinx; the result holds its output (warnings are on stderr). When a notebook's
     cell raised, Sphinx stops naming the notebook only and saves the traceback to a file: the
     cell and its error are then added to the result's stderr."""
-    done = subprocess.run(sphinx_command(out, doctrees, src), cwd=REPO, env=offline_env(), capture_output=True, text=True)
+    done = subprocess.run(sphinx_command(out, doctrees, src), cwd=REPO, env=offline_env(lite=lite), capture_output=True, text=True)
     saved = re.search(r"The full traceback has been saved in:\s*(\S+)", done.stderr)
     if done.returncode != 0 and saved and Path(saved.group(1)).is_file():
         log = ANSI.sub("", Path(saved.group(1)).read_text(encoding="utf-8", errors="replace"))
@@ -160,14 +168,20 @@ def check_site(site: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, default=OUT, help="the site folder (default docs/_build/html)")
+    parser.add_argument("--lite", action="store_true", help="also build the JupyterLite site into OUT/lite and link the tutorials to it")
     args = parser.parse_args(argv)
     start = time.monotonic()
-    done = build(args.out)
+    done = build(args.out, lite=args.lite)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     if done.returncode != 0:
         print(f"make docs: Sphinx failed (exit {done.returncode}); warnings are errors", file=sys.stderr)
         return 1
+    if args.lite:
+        sys.path.insert(0, str(REPO))
+        from lite.build_site import build as build_lite
+
+        build_lite(args.out / "lite", quiet=True)
     problems = check_site(args.out)
     for problem in problems:
         print(f"make docs: {problem}", file=sys.stderr)

@@ -29,7 +29,9 @@ release = version = nbagent.__version__
 extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
+    "sphinx.ext.githubpages",  # writes .nojekyll: GitHub Pages then serves _static/ and _images/
     "api_pages",
+    "example_links",
     "tutorial_pages",
 ]
 

@@ -95,3 +95,53 @@ def test_pages_are_written_from_the_data_file(tmp_path: Path) -> None:
 ])
 def test_intro_markdown_becomes_rst(text: str, rst: str) -> None:
     assert api_pages._md_to_rst(text) == rst
+
+
+def test_example_links_prefer_pages_that_use_the_class() -> None:
+    import nbagent
+
+    links = docs_module("example_links", DOCS / "_ext" / "example_links.py")
+    code = {
+        "tutorials/01_a": "handler = wf.run(stepwise=True)\nawait handler.run_step()",
+        "tutorials/02_b": "agent = ReActAgent.from_tools([])\nagent.run_step(task)",
+        "howto/c": "x = FunctionTool.from_defaults(f)",
+    }
+    assert links.examples_for("run_step", code, nbagent.AgentRunner) == ["tutorials/02_b", "tutorials/01_a"]
+    assert links.examples_for("FunctionTool", code) == ["howto/c"]
+    assert links.examples_for("Tool", code) == [], "a whole word, not part of one"
+    assert links.examples_for("undo_step", code, nbagent.AgentRunner) == []
+    pages = links.page_code()
+    assert "tutorials/01_quickstart" in pages and "howto/write-a-worker" in pages
+    assert "agent.run_step(task)" in pages["tutorials/01_quickstart"]
+
+
+def test_with_the_browser_site_each_tutorial_it_holds_links_to_it(tmp_path: Path) -> None:
+    import json
+
+    tutorial_pages = docs_module("tutorial_pages", DOCS / "_ext" / "tutorial_pages.py")
+    in_lite = set(tutorial_pages.lite_notebooks())
+    assert "01_quickstart" in in_lite and "10_mcp_tools" not in in_lite  # 10 needs a subprocess
+    plain = tutorial_pages.copy_tutorials(tmp_path / "plain", lite=False)
+    linked = tutorial_pages.copy_tutorials(tmp_path / "lite", lite=True)
+    assert (tmp_path / "lite" / "cassettes").is_dir()
+    for before, after in zip(plain, linked):
+        cells = json.loads(after.read_text(encoding="utf-8"))["cells"]
+        launch = [c for c in cells if "nbagent-launch" in "".join(c["source"])]
+        if after.stem in in_lite:
+            assert launch and f'href="../lite/lab/index.html?path={after.stem}.ipynb"' in launch[0]["source"]
+            assert len(cells) == len(json.loads(before.read_text(encoding="utf-8"))["cells"]) + 1
+        else:
+            assert not launch and after.read_bytes() == before.read_bytes()
+    assert not [c for p in plain for c in json.loads(p.read_text(encoding="utf-8"))["cells"]
+                if "nbagent-launch" in "".join(c["source"])]
+
+
+def test_the_site_check_follows_the_launch_links_into_the_browser_site(tmp_path: Path) -> None:
+    build = docs_module("nbagent_docs_build", DOCS / "build.py")
+    (tmp_path / "tutorials").mkdir()
+    (tmp_path / "index.html").write_text("<p>index</p>")
+    (tmp_path / "tutorials" / "01.html").write_text('<a href="../lite/lab/index.html?path=01.ipynb">launch</a>')
+    assert build.check_site(tmp_path) == ["tutorials/01.html links to ../lite/lab/index.html?path=01.ipynb, which is not in the site"]
+    (tmp_path / "lite" / "lab").mkdir(parents=True)
+    (tmp_path / "lite" / "lab" / "index.html").write_text("<p>JupyterLite</p>")
+    assert build.check_site(tmp_path) == []

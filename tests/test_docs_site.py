@@ -43,6 +43,7 @@ def test_the_build_has_no_warning(site: Path) -> None:
 
 def test_links_resolve_and_nothing_loads_from_outside(site: Path) -> None:
     assert build_script().check_site(site) == []
+    assert (site / ".nojekyll").exists(), "GitHub Pages would hide _static/ and _images/"
 
 
 def test_the_site_check_catches_what_it_promises(tmp_path: Path) -> None:
@@ -180,3 +181,37 @@ def test_the_tracing_page_describes_no_api_until_tracing_exists(site: Path) -> N
         assert "not built yet" in text and "instrument(" not in text
     else:
         pytest.fail("nbagent.tracing exists now: write docs/howto/trace-a-run.md for it")
+
+
+#: what the README's table teaches: each must lead to code that uses it
+CORE = [
+    "nbagent.AgentRunner.create_task", "nbagent.AgentRunner.run_step", "nbagent.AgentRunner.undo_step",
+    "nbagent.AgentRunner.finalize_response", "nbagent.AgentRunner.chat", "nbagent.AgentRunner.fork",
+    "nbagent.AgentRunner.save", "nbagent.AgentRunner.load", "nbagent.AgentRunner.run_batch",
+    "nbagent.AgentRunner.approve", "nbagent.AgentRunner.reject", "nbagent.AgentRunner.pending_approvals",
+    "nbagent.AgentRunner.graph", "nbagent.AgentRunner.panel", "nbagent.AgentRunner.abandon_task",
+    "nbagent.ReActAgent.from_tools", "nbagent.FunctionTool.from_defaults", "nbagent.FnAgentWorker",
+    "nbagent.CustomSimpleAgentWorker", "nbagent.ScriptedLLM", "nbagent.OpenAILLM", "nbagent.BasicMCPClient",
+    "nbagent.AgentWorkflow", "nbagent.workflow.FunctionAgent",
+]
+
+
+def entries_with_examples(site: Path) -> dict[str, bool]:
+    """Every documented object (its id) -> whether its entry links to an example."""
+    found: dict[str, bool] = {}
+    for page in (site / "reference").glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r'<dt class="sig[^"]*" id="([^"]+)">', text):
+            body = text[text.index("<dd>", match.end()):]
+            own = re.split(r"<dl class=\"py|</dd>", body, maxsplit=1)[0]  # not its members' text
+            found[match.group(1)] = "Examples:" in own
+    return found
+
+
+def test_the_core_api_links_to_an_example_of_it(site: Path) -> None:
+    found = entries_with_examples(site)
+    missing = [name for name in CORE if not found.get(name)]
+    assert not missing, f"no example linked from: {missing}"
+    share = sum(found.values()) / len(found)
+    print(f"\n{sum(found.values())} of {len(found)} reference entries link to an example ({share:.0%})")
+    assert share > 0.2, "the example links stopped working for most entries"

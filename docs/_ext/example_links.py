@@ -1,0 +1,94 @@
+""""Examples:" under each API entry: the tutorials and how-tos whose code uses it.
+
+A newcomer who finds a method in the reference gets one click to code that calls it. The code
+of every tutorial (``notebooks/*.ipynb``) and executed page (``{code-cell}`` blocks of
+``docs/**/*.md``) is scanned once per build: a class is used where its name appears; a method
+``m`` of class ``C`` where ``.m(`` appears, on pages that also name ``C`` (or a subclass of it,
+``ReActAgent`` for ``AgentRunner``) first, then on any other page. At most ``LIMIT`` links.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parents[1]
+NOTEBOOKS = DOCS.parent / "notebooks"
+LIMIT = 3
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+
+
+def page_code(docs: Path = DOCS, notebooks: Path = NOTEBOOKS) -> dict[str, str]:
+    """docname -> the code on that page, tutorials first (in order), then the other pages."""
+    code: dict[str, str] = {}
+    for nb in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        code[f"tutorials/{nb.stem}"] = "\n".join(
+            "".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells if c["cell_type"] == "code")
+    for page in sorted(docs.glob("*/*.md")):
+        blocks = CODE_CELL.findall(page.read_text(encoding="utf-8"))
+        if blocks and not page.parent.name.startswith(("_", "tutorials", "reference")):
+            code[f"{page.parent.name}/{page.stem}"] = "\n".join(blocks)
+    return code
+
+
+def _names(cls: type) -> list[str]:
+    """The class's name and those of its subclasses defined in nbagent (a use of either is a
+    use of the class's methods)."""
+    names, todo = [cls.__name__], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        if sub.__module__.startswith("nbagent") and not sub.__name__.startswith("_"):
+            names.append(sub.__name__)
+        todo += sub.__subclasses__()
+    return names
+
+
+@lru_cache(maxsize=None)
+def _word(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+
+
+def examples_for(name: str, code: dict[str, str], owner: type | None = None) -> list[str]:
+    """The docnames whose code uses ``name``: a class or function's name, or with ``owner``
+    (its class), a method's name; best first."""
+    if owner is None:
+        pattern = _word(name)
+        return [doc for doc, text in code.items() if pattern.search(text)][:LIMIT]
+    call = re.compile(rf"\.{re.escape(name)}\(")
+    using = [doc for doc, text in code.items() if call.search(text)]
+    names = [_word(n) for n in _names(owner)]
+    using.sort(key=lambda doc: not any(p.search(code[doc]) for p in names))  # stable: order kept
+    return using[:LIMIT]
+
+
+_CODE: dict[str, str] = {}
+
+
+def _load(app: Any) -> None:
+    _CODE.clear()
+    _CODE.update(page_code())
+
+
+def _append(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    if what not in ("class", "exception", "function", "method", "property") or not name.startswith("nbagent."):
+        return
+    parent, _, short = name.rpartition(".")
+    owner = None
+    if what in ("method", "property"):
+        from api_pages import resolve
+
+        owner = resolve(parent)
+    docs = examples_for(short, _CODE, owner)
+    if docs:
+        lines.extend(["", "*Examples:* " + ", ".join(f":doc:`/{doc}`" for doc in docs), ""])
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("builder-inited", _load)
+    app.connect("autodoc-process-docstring", _append)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
