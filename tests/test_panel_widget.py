@@ -35,7 +35,7 @@ from nbagent import (
     Task,
     TaskStatus,
 )
-from nbagent.runner.state import StepStatus
+from nbagent.engine.state import StepStatus
 from nbagent.viz.dot import STATUS_COLORS
 from nbagent.viz.panel_widget import COMMANDS, STATIC, PanelWidget
 

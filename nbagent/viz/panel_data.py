@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nbagent.runner.state import StepStatus, TaskStatus
-from nbagent.viz.escape import args_preview, clean, preview, short_id, truncate
+from nbagent.engine.state import StepStatus, TaskStatus
+from nbagent.text import args_preview, clean, preview, short_id, truncate
 
 if TYPE_CHECKING:
     from nbagent.messages import ChatMessage
     from nbagent.runner.base import AgentRunner
-    from nbagent.runner.state import TaskState
+    from nbagent.engine.state import TaskState
 
 __all__ = [
     "BUTTONS",

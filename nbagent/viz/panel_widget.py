@@ -45,12 +45,13 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from nbagent.runner.base import TaskStateError
+from nbagent.engine.errors import TaskStateError
 from nbagent.viz import panel_data
 from nbagent.viz.panel import AgentPanel
 
 if TYPE_CHECKING:
-    from nbagent.runner.base import AgentRunner, TaskRef
+    from nbagent.engine.errors import TaskRef
+    from nbagent.runner.base import AgentRunner
     from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 __all__ = ["PanelWidget", "PROTOCOL", "COMMANDS", "STATIC"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jlab import CHROMIUM, CHROMIUM_ARGS, STEP_TIMEOUT_MS, check_browser_tools  # type: ignore[import-not-found]
 
-from nbagent.runner.state import StepStatus
+from nbagent.engine.state import StepStatus
 from nbagent.viz.dot import STATUS_COLORS
 
 FILL = {s.value: STATUS_COLORS[s][0].lower() for s in StepStatus}
