@@ -33,6 +33,7 @@ extensions = [
     "api_pages",
     "example_links",
     "tutorial_pages",
+    "repo_links",
 ]
 
 # docs/architecture.md is written with the redesign (issue 22): until it exists, a short page

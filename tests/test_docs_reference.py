@@ -145,3 +145,16 @@ def test_the_site_check_follows_the_launch_links_into_the_browser_site(tmp_path:
     (tmp_path / "lite" / "lab").mkdir(parents=True)
     (tmp_path / "lite" / "lab" / "index.html").write_text("<p>JupyterLite</p>")
     assert build.check_site(tmp_path) == []
+
+
+def test_links_to_repository_files_become_text_and_docs_links_stay() -> None:
+    repo_links = docs_module("repo_links", DOCS / "_ext" / "repo_links.py")
+    text = ("[the engine](../nbagent/engine/) and [txn](../nbagent/runner/txn.py), [README](../README.md#quick-start), "
+            "[`tests/conftest.py`](../tests/conftest.py), [a page](explain/store.md), ![img](../docs/panel.png), "
+            "[gone](../no/such/file.py)")
+    out = repo_links.rewrite(text, DOCS)
+    assert "the engine (`nbagent/engine/`)" in out and "txn (`nbagent/runner/txn.py`)" in out
+    assert "README (`README.md`)" in out and "`tests/conftest.py`" in out and "(../tests" not in out
+    assert "[a page](explain/store.md)" in out, "links inside docs/ are MyST's to check"
+    assert "![img](../docs/panel.png)" in out and "[gone](../no/such/file.py)" in out
+    assert repo_links.rewrite("[x](../../nbagent/tools.py)", DOCS / "howto") == "x (`nbagent/tools.py`)"

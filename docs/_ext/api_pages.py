@@ -180,20 +180,40 @@ def _pydantic_fields(obj: Any) -> list[str]:
     fields = getattr(obj, "model_fields", None)
     if not isinstance(fields, dict) or not fields or "model_fields" not in dir(obj):
         return []
-    own = getattr(obj, "__annotations__", {})
     lines = ["", ".. rubric:: Fields", ""]
     for name, info in fields.items():
         if info.exclude or name.startswith("_"):
             continue
-        hint = own.get(name, info.annotation)
-        hint = hint if isinstance(hint, str) else getattr(hint, "__name__", None) or repr(hint)
         default = "required" if info.is_required() else (
             "a new one each time" if info.default_factory is not None else f"default ``{info.default!r}``")
-        text = f"- ``{name}``: ``{hint}``, {default}"
+        text = f"- ``{name}``: ``{_hint(info.annotation)}``, {default}"
         if info.description:
             text += ". " + " ".join(info.description.split())
         lines.append(text)
     return lines + [""]
+
+
+def _hint(annotation: Any) -> str:
+    """A type as a reader writes it: ``dict[str, Any]``, ``TaskStep | None`` (no module paths;
+    pydantic keeps ``Annotated`` metadata apart, so validators do not show)."""
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    return re.sub(r"\b(?:[a-z_]\w*\.)+(?=[A-Za-z_]\w*)", "", text)
+
+
+def _pydantic_signature(app: Any, what: str, name: str, obj: Any, options: Any, signature: str | None,
+                        return_annotation: str | None) -> tuple[str, str | None] | None:
+    """A model's constructor as its fields: pydantic's synthesized signature spells every
+    validator and module path out."""
+    fields = getattr(obj, "model_fields", None) if inspect.isclass(obj) else None
+    if what not in ("class", "exception") or not isinstance(fields, dict) or "model_fields" not in dir(obj):
+        return None
+    parts = []
+    for field_name, info in fields.items():
+        if info.exclude or field_name.startswith("_"):
+            continue
+        default = "" if info.is_required() else " = <factory>" if info.default_factory is not None else f" = {info.default!r}"
+        parts.append(f"{info.alias or field_name}: {_hint(info.annotation)}{default}")
+    return ("(*, " + ", ".join(parts) + ")" if parts else "()"), return_annotation
 
 
 def _add_fields(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
@@ -232,6 +252,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("autodoc-process-docstring", _add_fields)
     app.connect("autodoc-process-docstring", _plural_literals)
     app.connect("autodoc-process-bases", _public_bases)
+    app.connect("autodoc-process-signature", _pydantic_signature)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
