@@ -156,7 +156,8 @@ function render({ model, el }) {
 
   const drawInspector = () => {
     // keep the keyboard focus on the same control across a redraw
-    const active = inspector.contains(document.activeElement) ? document.activeElement.className : null;
+    const focus = root.getRootNode().activeElement; // the document's, or marimo's shadow root's
+    const active = focus && inspector.contains(focus) ? focus.className : null;
     inspector.replaceChildren(...inspectorParts(model.get("inspector") || {}, model.get("approvals") || [], send));
     if (active) {
       const again = inspector.getElementsByClassName(active.split(" ").pop())[0];
@@ -167,7 +168,7 @@ function render({ model, el }) {
   const drawTranscript = () => transcript.replaceChildren(...transcriptParts(model.get("transcript") || {}));
   const drawInject = () => {
     const text = model.get("inject_text") || "";
-    if (injectBox.value !== text && document.activeElement !== injectBox) injectBox.value = text;
+    if (injectBox.value !== text && root.getRootNode().activeElement !== injectBox) injectBox.value = text;
   };
 
   on("buttons", drawButtons);

@@ -256,3 +256,67 @@ def test_notebook7_panel_widget_steps_and_a_clicked_node(request: pytest.Fixture
     # Notebook 7 itself may log an error of its own (its settings); none may come from a widget's
     # module (anywidget runs each from a blob: URL)
     assert not [s for s in stacks if "blob:" in s], stacks
+
+
+CELL_APPROVAL = """\
+from nbagent import FunctionCallingAgent, FunctionTool, ScriptedLLM
+from nbagent.viz.panel_widget import PanelWidget
+deleted = []
+
+def delete_file(path: str) -> str:
+    \"\"\"Delete a file.
+
+    Args:
+        path: the file to delete
+    \"\"\"
+    deleted.append(path)
+    return f"deleted {path}"
+
+calls = {"tool_calls": [{"name": "delete_file", "arguments": {"path": "a.txt"}},
+                        {"name": "delete_file", "arguments": {"path": "notes.md"}}]}
+agent = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(delete_file, requires_approval=True)],
+                                        llm=ScriptedLLM([calls, "done"]))
+PanelWidget(agent, agent.create_task("tidy up"))"""
+
+
+def test_jupyterlab_panel_widget_approves_and_rejects_calls(request: pytest.FixtureRequest) -> None:
+    check_browser_tools()
+    lab = request.getfixturevalue("lab")
+    browser = request.getfixturevalue("browser")
+    shots: Path = request.getfixturevalue("shots")
+    nb = _notebook("nbagent-nodot")
+    nb.cells = [new_code_cell(CELL_APPROVAL)]
+    nbformat.write(nb, lab.root_dir / "panel_widget_approval.ipynb")
+    ctx, page, offsite, errors = loopback_page(browser, lab, width=1500, height=1100, timeout_ms=STEP_TIMEOUT_MS)
+    try:
+        page.goto(lab.url("/lab/workspaces/w-approval/tree/panel_widget_approval.ipynb?reset"))
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook")
+        _wait_idle(page, "nbagent-nodot")
+        panel = _run_all(page)
+        press_enabled(page, panel, "nbagent-btn-step")
+        rows = panel.locator(".nbagent-approvals .nbagent-approval-row")
+        rows.nth(1).wait_for()
+        assert "delete_file(path=\"a.txt\")" in rows.nth(0).inner_text()
+        # click the waiting step: its calls are in the inspector too, with their own buttons
+        panel.locator(".nbagent-livegraph svg g.node").nth(1).click()
+        wait_text(page, panel.locator(".nbagent-inspector"), "#2 awaiting approval")
+        assert panel.locator(".nbagent-inspector .nbagent-approval-row").count() == 2
+        rows.nth(1).locator("input.nbagent-approval-reason").fill("notes.md is mine")
+        rows.nth(1).locator("button.nbagent-btn-reject").click()
+        page.wait_for_function("root => root.querySelectorAll('.nbagent-approvals .nbagent-approval-row').length === 1",
+                               arg=panel.element_handle())
+        panel.locator(".nbagent-inspector button.nbagent-btn-approve").click()
+        page.wait_for_function("root => !root.querySelector('.nbagent-approvals .nbagent-approval-row')",
+                               arg=panel.element_handle())
+        press_enabled(page, panel, "nbagent-btn-step")  # runs the approved call, not the rejected one
+        panel.locator(".nbagent-livegraph svg g.node").nth(1).click()
+        wait_text(page, panel.locator(".nbagent-inspector"), "deleted a.txt")
+        wait_text(page, panel.locator(".nbagent-inspector"), "notes.md is mine")
+        panel.screenshot(path=str(shots / "panel_widget_approvals.png"))
+    except Exception:
+        page.screenshot(path=str(shots / "panel_widget_approvals_FAILED.png"), full_page=True)
+        raise
+    finally:
+        ctx.close()
+    assert offsite == [], offsite
+    assert not errors, errors
