@@ -30,13 +30,16 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The import layers (pyproject's [tool.importlinter] contracts) are checked first.
 # Everything: tests/test_notebooks.py runs `pytest --nbval` (strict, tests/nbval_sanitize.cfg)
 # on every notebooks/*.ipynb, offline; tests/test_binder.py builds binder/'s pinned env.
 test: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/lint-imports --no-cache
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q
 
 # The fast part only: no notebooks, no binder env, no browser, no Pyodide, no docs build.
 unit: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/lint-imports --no-cache
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q --ignore=tests/browser \
 		--ignore=tests/test_notebooks.py --ignore=tests/test_binder.py \
 		--ignore=tests/pyodide/test_pyodide.py --ignore=tests/test_docs_site.py
