@@ -87,7 +87,7 @@ html_last_updated_fmt = None
 # (reported to the redesign, issue 22); matched by class name wherever the module moves.
 # Type variables (one capital letter) are not documented either.
 UNDOCUMENTED_TYPES = (
-    "BatchItem", "Event", "StepSnapshot", "ModelPrice", "ReActOutputParser", "ReActChatFormatter",
+    "Event", "StepSnapshot", "ModelPrice", "ReActOutputParser", "ReActChatFormatter",
     "_Decoder", "PrefixView", "Runner", "Turn",
 )
 nitpick_ignore_regex += [

@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "StructuredOutputError": "nbagent.structured",
     # batches
     "BatchRun": "nbagent.batch",
+    "BatchItem": "nbagent.batch",
     "BatchTaskError": "nbagent.batch",
     # models
     "LLM": "nbagent.llms",
@@ -122,7 +123,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.agents import FunctionCallingAgent, OldOpenAIAgent, OldReActAgent, OpenAIAgent, ReActAgent
     from nbagent.events import EventDispatcher
     from nbagent.approval import PendingCall
-    from nbagent.batch import BatchRun, BatchTaskError
+    from nbagent.batch import BatchItem, BatchRun, BatchTaskError
     from nbagent.engine.approvals import AwaitingApprovalError
     from nbagent.structured import StructuredOutputError
     from nbagent.branches import Branch

@@ -36,7 +36,6 @@ OVER_LIMIT = {
     "nbagent/viz/dot.py": "D",
     "nbagent/viz/panel.py": "E",
     "nbagent/viz/html.py": "E",
-    "nbagent/batch.py": "A",
 }
 
 # modules that still write attributes into another object's __dict__ -> the stream that stops it
@@ -47,7 +46,6 @@ DICT_WRITERS = {
     "nbagent/store/_schema1.py": "C",  # runner._store_origin
     "nbagent/store/damage.py": "C",  # runner._skipped_tasks
     "nbagent/engine/txn.py": "B",  # runner._claims, to be declared by the engine
-    "nbagent/_batch_store.py": "A",  # runner._batch_stores: a BatchStores in runner._services
 }
 
 BURN_DOWN_LINE = re.compile(r'^\s*"(nbagent[\w.]*) -> (nbagent[\w.]*)",\s*#\s*([A-E]):', re.MULTILINE)

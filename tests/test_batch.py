@@ -298,6 +298,8 @@ def test_bad_arguments_are_clear_errors() -> None:
     with pytest.raises(TypeError, match="store must be a file path .* or a RunStore"):
         agent.run_batch(["a 1 2"], store=42)
     assert agent.tasks == {}  # nothing ran
+    with pytest.raises(TypeError, match=r"run_batch needs an AgentRunner \(e.g. .*\), got object"):
+        BatchRun(object(), ["a 1 2"])  # type: ignore[arg-type]
 
 
 def test_a_record_round_trips_to_a_task_that_draws_the_same() -> None:
@@ -441,6 +443,12 @@ def test_rerunning_in_the_same_kernel_writes_to_the_same_run_without_errors(
     assert not [r for r in caplog.records if "could not write" in r.getMessage()]
     from nbagent.store.sqlite import RunStore
 
+    from nbagent.batch.store import BatchStores
+
+    # the open store is the runner's service state, in its declared slots: no attribute of its own
+    kept = agent._services.get(BatchStores)
+    assert kept is not None and list(kept.by_path) == [str(db.absolute())]
+    assert "_batch_stores" not in vars(agent)
     with RunStore(db) as store:
         assert len(store.runs()) == 1  # one runner, one run
         done = store.tasks(tag="batch", status="finalized")

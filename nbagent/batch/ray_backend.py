@@ -3,7 +3,7 @@
 Each Ray task receives the factory (shipped once with ``ray.put``), a key naming this batch
 and one input. The first task of a batch on a worker process builds the runner with the
 factory and keeps it for the batch's later tasks on that process; each task runs through
-``nbagent.batch.run_isolated`` (the asyncio backend's code path: the runner's own step loop,
+``nbagent.batch.isolate.run_isolated`` (the asyncio backend's code path: the runner's own step loop,
 nothing added to its memory) and returns a plain record: the codec's JSON-able document of
 that one task, its latency and where it ran, and its error as text. The task is then
 dropped from the worker's runner, so a long batch does not grow a worker.
@@ -22,8 +22,23 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from nbagent import _sync
+from nbagent.batch.isolate import (
+    adopt_record,
+    check_runner,
+    fill_from_state,
+    frozen_history,
+    response_of,
+    run_isolated,
+    task_record,
+)
+from nbagent.batch.results import BatchTaskError
+
 if TYPE_CHECKING:
-    from nbagent.batch import BatchItem, BatchRun
+    from nbagent.batch.results import BatchItem
+    from nbagent.batch.run import BatchRun
+
+__all__ = ["run", "run_task_remote"]
 
 _RUNNERS: dict[str, Any] = {}  # on a Ray worker: batch key -> the runner its factory built
 _MAX_CACHED = 4
@@ -41,28 +56,14 @@ def _import_ray() -> Any:
 
 def run_task_remote(factory: Any, batch_key: str, text: str, timeout_s: float | None) -> dict[str, Any]:
     """What a Ray worker runs for one input (a plain function: Ray wraps it)."""
-    from nbagent import _sync
-    from nbagent.batch import run_isolated, task_record
-    from nbagent.memory import ChatMemoryBuffer
-    from nbagent.runner.base import AgentRunner
-
     where = f"{socket.gethostname()}:{os.getpid()}"
     runner = _RUNNERS.get(batch_key)
     if runner is None:
-        runner = factory()
-        if not isinstance(runner, AgentRunner):
-            raise TypeError(
-                f"the batch factory must return an AgentRunner (e.g. ReActAgent.from_tools(...)), "
-                f"got {type(runner).__name__}"
-            )
+        runner = check_runner(factory(), "the batch factory must return")
         while len(_RUNNERS) >= _MAX_CACHED:
             _RUNNERS.pop(next(iter(_RUNNERS)))
         _RUNNERS[batch_key] = runner
-    history = ChatMemoryBuffer(
-        token_limit=runner.memory.token_limit,
-        chat_history=runner.memory.get_all(),
-        tokenizer_fn=runner.memory.tokenizer_fn,
-    )
+    history = frozen_history(runner)
     start = time.perf_counter()
     state, response, error = _sync.run_sync(run_isolated(runner, text, history, timeout_s))
     latency = time.perf_counter() - start
@@ -84,7 +85,8 @@ def run_task_remote(factory: Any, batch_key: str, text: str, timeout_s: float | 
         try:
             record["doc"] = task_record(runner, state)
         finally:
-            runner._tasks.pop(state.task_id, None)
+            if state.task_id in runner.tasks:  # a long batch does not grow the worker's runner
+                runner.delete_task(state.task_id)
     return record
 
 
@@ -136,8 +138,6 @@ async def run(batch: BatchRun, todo: list[int]) -> None:
 
 
 def _finish(batch: BatchRun, item: BatchItem, fut: asyncio.Future[Any], started: float) -> None:
-    from nbagent.batch import BatchTaskError, _fill_from_state, _response_of, adopt_record
-
     err = fut.exception()
     if err is not None:  # Ray could not run it (the factory failed, the worker died...)
         item.error = err
@@ -155,12 +155,12 @@ def _finish(batch: BatchRun, item: BatchItem, fut: asyncio.Future[Any], started:
             state = adopt_record(batch.runner, record["doc"])
         except Exception as adopt_err:  # noqa: BLE001 - a record that does not load fails its item
             item.error = adopt_err
-    _fill_from_state(batch.runner, item, state)
+    fill_from_state(batch.runner, item, state)
     failure = record.get("error")
     if failure is not None and item.error is None:
         item.error = BatchTaskError(failure["type"], failure["message"], failure.get("traceback", ""))
     if item.error is None and state is not None:
-        item.response = _response_of(state)
+        item.response = response_of(state)
         batch._check(item)  # the check runs here, on the calling side
     if batch.store is not None:
         batch._save(item, state)

@@ -19,17 +19,24 @@ if TYPE_CHECKING:
     from nbagent.engine.state import TaskState
     from nbagent.store.sqlite import TaskInfo
 
-__all__ = ["BatchStore", "FAILED_SUFFIX"]
+__all__ = ["BatchStore", "BatchStores", "FAILED_SUFFIX"]
 
 FAILED_SUFFIX = "!failed"
+
+
+class BatchStores:
+    """The run stores a runner's batches opened, by absolute path (kept in
+    ``runner._services``): the run store keeps one writer per runner and store, so every
+    batch of a runner writes into the same run, incrementally."""
+
+    def __init__(self) -> None:
+        self.by_path: dict[str, Any] = {}
 
 
 class BatchStore:
     """Wraps a ``RunStore`` (opened from a path, or given) for one batch at a time.
 
-    A path is opened once per runner and kept open with it (``runner._batch_stores``): the
-    run store keeps one writer per runner and store, so every batch of a runner writes into
-    the same run, incrementally.
+    A path is opened once per runner and kept open with it (its ``BatchStores``).
     """
 
     def __init__(self, store: Any, runner: Any = None) -> None:
@@ -47,7 +54,7 @@ class BatchStore:
         path = Path(store)
         if path.is_dir():
             raise ValueError(f"store={str(store)!r} is a directory; give a file path such as 'batch.db'")
-        kept: dict[str, Any] = {} if runner is None else runner.__dict__.setdefault("_batch_stores", {})
+        kept: dict[str, Any] = {} if runner is None else runner._services.setdefault(BatchStores).by_path
         key = str(path.absolute())
         opened = kept.get(key)
         if opened is not None and path.exists():
