@@ -1,7 +1,7 @@
 """Save and load a runner's whole state as versioned JSON (moved to ``nbagent.store``).
 
 This module re-exports the names it always had, so ``from nbagent.persist import ...`` keeps
-working: the value codec is ``nbagent.store.values``, the run records ``nbagent.store.codec``,
+working: the value codec is ``nbagent.store.encoder``/``decoder``, the run records ``nbagent.store.codec``,
 the JSON file ``nbagent.store.jsonfile`` and autosave ``nbagent.store.autosave``.
 """
 

@@ -30,7 +30,6 @@ MAX_LINES = 800
 
 # files still over MAX_LINES -> the stream that splits them
 OVER_LIMIT = {
-    "nbagent/store/sqlite.py": "C",
     "nbagent/runner/base.py": "B",
     "nbagent/viz/dot_live.py": "D",
     "nbagent/viz/dot.py": "D",
@@ -41,10 +40,6 @@ OVER_LIMIT = {
 # modules that still write attributes into another object's __dict__ -> the stream that stops it
 DICT_WRITERS = {
     "nbagent/costs.py": "B",  # the runner's _pricing and _step_models: a CostBook in runner._services
-    "nbagent/store/autosave.py": "C",  # runner._autosave
-    "nbagent/store/sqlite.py": "C",  # runner._store_origin
-    "nbagent/store/_schema1.py": "C",  # runner._store_origin
-    "nbagent/store/damage.py": "C",  # runner._skipped_tasks
     "nbagent/engine/txn.py": "B",  # runner._claims, to be declared by the engine
 }
 

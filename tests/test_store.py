@@ -28,6 +28,7 @@ from nbagent.llms.scripted import tool_call
 from nbagent.persist import PersistError
 from nbagent.runner.snapshot import AppendLog
 from nbagent.store import RunStore, is_store_path
+from nbagent.store.links import store_origin
 from tests.helpers import CountingWorker
 from tests.test_persist import REPLIES, add, react, stable
 
@@ -154,7 +155,7 @@ def test_failures_parallel_branches_and_finished_chats(tmp_path: Path) -> None:
     fc = AgentRunner(fc_worker([tool_call("add", a=2, b=3), "5", "again 5"]), autosave=db)
     fc.chat("What is 2+3?")
     fc.chat("And again?")
-    back = AgentRunner.load(db, run=fc.__dict__["_store_origin"][1])
+    back = AgentRunner.load(db, run=store_origin(fc)[1])
     same(fc, back)
     assert [m.text for m in back.memory.get_all()][-1] == "again 5"
 
@@ -196,11 +197,12 @@ CHILD = textwrap.dedent(
     import sys
     sys.path.insert(0, {root!r})
     from nbagent import AgentRunner
+    from nbagent.store.links import store_origin
     from tests.helpers import CountingWorker
 
     runner = AgentRunner(CountingWorker(target=10**9), autosave={db!r})
     task = runner.create_task({name!r})
-    print(runner.__dict__["_store_origin"][1], flush=True)
+    print(store_origin(runner)[1], flush=True)
     n = 0
     while True:
         runner.run_step(task)
@@ -292,7 +294,7 @@ def test_tasks_are_labelled_listed_and_loaded_by_key(tmp_path: Path) -> None:
     store.label(auto, t, key="k", tag="batch-B")
     auto.run_step(t)
     assert store.task(key="k", tag="batch-B").steps == 1  # type: ignore[union-attr]
-    assert {r.run_id for r in store.runs()} == {info.run_id, auto.__dict__["_store_origin"][1]}
+    assert {r.run_id for r in store.runs()} == {info.run_id, store_origin(auto)[1]}
 
 
 def test_report_and_save_accept_a_store(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from nbagent import AgentChatResponse, AgentRunner, ParallelAgentRunner, Task, s
 from nbagent.persist import DamagedRunError, PersistError
 from nbagent.runner.snapshot import AppendLog
 from nbagent.store import RunStore
+from nbagent.store.links import store_origin
 from tests.helpers import CountingWorker
 from tests.test_store import same
 
@@ -44,7 +45,7 @@ class FlakyFlat(Flaky):
 
 
 def _run_id(runner: AgentRunner) -> str:
-    return runner.__dict__["_store_origin"][1]  # type: ignore[no-any-return]
+    return store_origin(runner)[1]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(("runner_cls", "worker_cls"), [(AgentRunner, Flaky), (ParallelAgentRunner, Flaky), (AgentRunner, FlakyFlat)])

@@ -26,6 +26,7 @@ import pytest
 from nbagent import AgentRunner, ReActAgentWorker, ScriptedLLM
 from nbagent.persist import PersistError
 from nbagent.store import RunStore
+from nbagent.store.links import store_origin
 from nbagent.store._schema1 import MigrationWarning
 from tests.test_persist import add, act
 from tests.test_store import comparable
@@ -249,7 +250,7 @@ def test_a_store_another_process_holds_open_is_not_migrated_under_it(schema1: tu
         newest = AgentRunner.load(db)
     with RunStore(db) as store:
         assert _observe(store) == expected
-        assert newest.__dict__["_store_origin"][1] == max(store.runs(), key=lambda r: r.updated).run_id
+        assert store_origin(newest)[1] == max(store.runs(), key=lambda r: r.updated).run_id
 
 
 def test_a_damaged_schema1_store_is_refused_and_left_as_it_was(tmp_path: Path) -> None:

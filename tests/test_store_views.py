@@ -22,7 +22,7 @@ from nbagent import AgentRunner, ReActAgentWorker, ScriptedLLM
 from nbagent._prefix import PrefixView
 from nbagent.persist import PersistError
 from nbagent.store import RunStore
-from nbagent.store import sqlite as store_sqlite
+from nbagent.store import sql as store_sql
 
 
 def add(a: int, b: int) -> int:
@@ -227,8 +227,8 @@ def test_a_store_with_view_records_is_schema_4_and_a_schema_2_reader_refuses_it(
     assert view_records(path) and schema_of(path) == "4"
     # the nbagent before view records read schema 2 only: it would take {"$c": k, "v": ...}
     # for the whole log; it refuses the store by name instead
-    monkeypatch.setattr(store_sqlite, "SCHEMA", 2)
-    monkeypatch.setattr(store_sqlite, "READS", (2,))
+    monkeypatch.setattr(store_sql, "SCHEMA", 2)
+    monkeypatch.setattr(store_sql, "READS", (2,))
     with pytest.raises(PersistError, match=r"newer nbagent \(store schema 4\).*upgrade nbagent"):
         RunStore(path)
 

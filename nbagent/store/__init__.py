@@ -2,10 +2,15 @@
 
 One module per concept:
 
-- ``values``: values <-> tagged JSON (the encoder/decoder, ``allow_type``, ``PersistError``);
+- ``encoder`` / ``decoder``: values <-> tagged JSON (``values`` re-exports both);
 - ``codec``: a runner and its tasks <-> JSON-able records (the fields of a run, in one place);
 - ``jsonfile``: the shareable ``run.json`` file (``save_runner`` / ``load_runner``);
-- ``sqlite``: the run store (``RunStore``): runs saved one step at a time in SQLite;
+- ``runstore``: the run store (``RunStore``): runs saved one step at a time in SQLite, built
+  from ``sql`` (the file: tables, schema, checksums, the connection), ``records`` (the records
+  of its log), ``writer`` + ``task_rows`` + ``row_encoder`` (writing only what changed) and
+  ``reader`` + ``row_decoder`` (replaying a run); ``_schema1`` migrates the first layout;
+  ``sqlite`` re-exports the store's names (their old home);
+- ``links``: what the store keeps on a runner (its autosave, the run it is saved as);
 - ``autosave``: saving after every step and state change (into a store, or a run file);
 - ``damage``: a damaged store or run file: one clear error, or its damaged tasks skipped.
 
@@ -15,8 +20,9 @@ One module per concept:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nbagent.allowlist import PersistError, allow_type
 from nbagent.store.autosave import AutosaveWarning, autosave_path, set_autosave
 from nbagent.store.codec import (
     FORMAT,
@@ -27,9 +33,12 @@ from nbagent.store.codec import (
     runner_to_dict,
 )
 from nbagent.store.damage import DamagedRunError, DamagedRunWarning, skipped_tasks
+from nbagent.store.decoder import ValueDecoder
 from nbagent.store.jsonfile import atomic_write_text, parse_run_text, read_run_file
-from nbagent.store.sqlite import RunInfo, RunStore, TaskInfo, is_store_path
-from nbagent.store.values import PersistError, allow_type
+from nbagent.store.runstore import RunInfo, RunStore, TaskInfo, is_store_path
+
+if TYPE_CHECKING:
+    from nbagent.runner.base import AgentRunner
 
 __all__ = [
     "FORMAT",
@@ -44,6 +53,7 @@ __all__ = [
     "load_runner",
     "runner_to_dict",
     "runner_from_dict",
+    "ValueDecoder",
     "read_run_file",
     "parse_run_text",
     "check_header",
@@ -58,7 +68,7 @@ __all__ = [
 ]
 
 
-def load_runner(path: Any, agent_worker: Any = None, **kwargs: Any) -> Any:
+def load_runner(path: Any, agent_worker: Any = None, **kwargs: Any) -> AgentRunner:
     """Rebuild a runner from a run file or a run store (``run=`` picks a stored run)."""
     from nbagent.store import jsonfile
 

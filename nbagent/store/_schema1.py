@@ -33,8 +33,11 @@ from typing import Any
 
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.snapshot import AppendLog
+from nbagent.allowlist import PersistError
 from nbagent.store.codec import FORMAT, VERSION, runner_from_dict
-from nbagent.store.values import PersistError, _Decoder, memory_tokenizer
+from nbagent.store.decoder import ValueDecoder, memory_tokenizer
+from nbagent.store.sql import SCHEMA, StoreConnection
+from nbagent.store.writer import Writer
 
 __all__ = ["migrate_if_schema1", "load_schema1", "MigrationWarning"]
 
@@ -164,7 +167,7 @@ class _Rows:
         return docs
 
 
-class _StoreDecoder(_Decoder):
+class _StoreDecoder(ValueDecoder):
     """The run file's decoder, plus the objects that live in rows of their own (built when
     first referred to, so rows may refer to each other in any order)."""
 
@@ -344,8 +347,6 @@ def _migrate_once(path: Path, timeout: float) -> bool:
 
 
 def _migrate_locked(path: Path, con: sqlite3.Connection) -> None:
-    from nbagent.store.sqlite import SCHEMA, RunStore
-
     missing = [t for t in _TABLES if con.execute(
         "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (t,)).fetchone() is None]
     if missing or con.execute("SELECT 1 FROM pragma_table_info('runs') WHERE name='no'").fetchone():
@@ -368,12 +369,10 @@ def _migrate_locked(path: Path, con: sqlite3.Connection) -> None:
     runs = con.execute("SELECT run_id, created, updated FROM runs ORDER BY created").fetchall()
     labels = con.execute("SELECT run_id, task_id, key, tag, updated FROM tasks").fetchall()
     _remove(tmp)
-    new = RunStore(tmp)
+    new = StoreConnection(tmp)
     try:
         for run_id, _, _ in runs:
-            runner = load_schema1(con, run_id, source)
-            runner.__dict__["_store_origin"] = (str(new.path), run_id)
-            new.save(runner)
+            Writer(new, load_schema1(con, run_id, source), run_id).rewrite()  # the same run id
         with new._tx():
             for run_id, created, updated in runs:
                 new._db.execute("UPDATE runs SET created=?, updated=? WHERE run_id=?", (created, updated, run_id))
@@ -398,5 +397,5 @@ def _migrate_locked(path: Path, con: sqlite3.Connection) -> None:
         f"{path} was a run store written by an older nbagent (schema 1): migrated in place to schema "
         f"{SCHEMA} ({len(runs)} runs); the old store is kept as {bak}",
         MigrationWarning,
-        stacklevel=5,  # the caller of RunStore(...)
+        stacklevel=6,  # the caller of RunStore(...)
     )

@@ -3,7 +3,7 @@
 Two homes, picked by the path:
 
 - a run store (``runs.db``, ``.sqlite``, an existing SQLite file, or a ``RunStore``): each
-  step writes only what it changed, in one transaction (``nbagent.store.sqlite``), so an
+  step writes only what it changed, in one transaction (``nbagent.store.runstore``), so an
   autosaved step costs the same at step 10 and at step 10,000, and a killed process loses
   nothing that was committed;
 - a run file (``run.json``): the whole file is rewritten, which costs O(steps). It is saved
@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbagent.store.jsonfile import save_runner
+from nbagent.store.links import AutosaveLink, AutosaveWarning, autosave_link, stop_autosave
+from nbagent.store.runstore import RunStore, is_store_path
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
-    from nbagent.store.sqlite import RunStore
 
 __all__ = ["AutosaveWarning", "autosave_path", "set_autosave", "flush_autosave", "JSON_SMALL_BYTES", "JSON_SPACING"]
 
@@ -35,13 +36,10 @@ JSON_SMALL_BYTES = 256_000  # a run file smaller than this is saved after every 
 JSON_SPACING = 20  # else: at least this many times the last save's duration between saves
 
 
-class AutosaveWarning(RuntimeWarning):
-    """An autosave failed; the run goes on, the file keeps its last good version."""
-
-
 def autosave_path(runner: AgentRunner) -> Path | None:
-    found = runner.__dict__.get("_autosave")
-    return None if found is None else found[0]  # type: ignore[no-any-return]
+    """Where ``runner`` autosaves (a run file or a store's file), or None."""
+    link = autosave_link(runner)
+    return None if link is None else link.target
 
 
 def _quiet(event: Any) -> bool:
@@ -103,9 +101,9 @@ def _flush_all() -> None:
 
 def flush_autosave(runner: AgentRunner) -> None:
     """Write a run file autosave has put off (a store is always current)."""
-    found = runner.__dict__.get("_autosave")
-    if found is not None and isinstance(found[2], _JsonAutosave):
-        found[2].flush()
+    link = autosave_link(runner)
+    if link is not None and link.flush is not None:
+        link.flush()
 
 
 def set_autosave(runner: AgentRunner, path: str | os.PathLike[str] | RunStore | None) -> None:
@@ -115,31 +113,16 @@ def set_autosave(runner: AgentRunner, path: str | os.PathLike[str] | RunStore | 
     run file (see the module docstring). A failed save warns (``AutosaveWarning``) and leaves
     the last good save whole; the run goes on.
     """
-    from nbagent.store.sqlite import RunStore, autosave_warning, is_store_path, start_autosave
-
-    found = runner.__dict__.pop("_autosave", None)
-    if found is not None:
-        found[1]()  # unsubscribe
-        if isinstance(found[2], _JsonAutosave):
-            found[2].flush()
+    stop_autosave(runner)
     if path is None:
         return
     if is_store_path(path):
         store = path if isinstance(path, RunStore) else RunStore(path)  # type: ignore[arg-type]
-        writer = start_autosave(runner, store)  # fails here, loudly, if the state cannot be saved
-
-        def on_store_event(event: Any) -> None:
-            try:
-                writer.on_event(event)
-            except Exception as err:  # noqa: BLE001 - a step must not fail because a save did
-                autosave_warning(writer, err)
-
-        unsubscribe = runner.subscribe(on_store_event)
-        runner.__dict__["_autosave"] = (store.path, unsubscribe, writer)
+        store.attach(runner)
         return
     target = Path(path).absolute()  # type: ignore[arg-type]  # a later os.chdir must not move the file
     saver = _JsonAutosave(runner, target)
     saver.save()  # fails here, loudly, if the state cannot be saved at all
     _PENDING.add(saver)
     unsubscribe = runner.subscribe(saver.on_event)
-    runner.__dict__["_autosave"] = (target, unsubscribe, saver)
+    runner._services.setdefault(AutosaveLink, lambda: AutosaveLink(target, unsubscribe, flush=saver.flush))

@@ -12,7 +12,7 @@ The document (``runner_to_dict``; ``nbagent.store.jsonfile`` writes it as one fi
                 "adds_to_memory" (written only when false: a batch's task),
                 "final_response", "models" (the model of each step, for costs)}]}
 
-Values inside are encoded by ``nbagent.store.values`` (tagged JSON, shared objects kept shared).
+Values inside are encoded by ``nbagent.store.encoder`` (tagged JSON, shared objects kept shared).
 
 Not saved: the worker and its model (code, not state: pass them to ``load``), event
 listeners, a pydantic model's private attributes, and the unread rest of a streamed answer
@@ -41,16 +41,9 @@ from nbagent.engine.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
 from nbagent.registry import provided
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.store.damage import DamagedRunError, DamagedRunWarning, mark_skipped, one_line
-from nbagent.store.values import (
-    NotAllowedError,
-    Path_,
-    PersistError,
-    _Decoder,
-    _Encoder,
-    _need,
-    _resolve,
-    _strip_unused,
-)
+from nbagent.allowlist import NotAllowedError, PersistError, _resolve
+from nbagent.store.decoder import ValueDecoder, _need
+from nbagent.store.encoder import Path_, ValueEncoder, _strip_unused
 from nbagent.workers.base import BaseAgentWorker
 
 if TYPE_CHECKING:
@@ -104,32 +97,35 @@ def runner_to_dict(
     chosen = list(runner._tasks.values()) if tasks is None else _own_tasks(runner, tasks)
     memory = runner.memory if with_memory else ChatMemoryBuffer()
 
-    enc = _Encoder()
-    settings = {name: getattr(runner, name) for name in _SETTINGS}
-    for name in _OPTIONAL_SETTINGS:
-        if hasattr(runner, name):
-            settings[name] = getattr(runner, name)
-    extra_settings = getattr(runner, "_persist_settings", None)
-    if callable(extra_settings):
-        settings.update(extra_settings())
-    settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
-    pricing = costs.own_pricing(runner)
-    rng = _ids.current_rng()
+    enc = ValueEncoder()
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "nbagent": __version__,
-        "runner": {
-            "class": type(runner).__name__,
-            "worker": _worker_info(runner),
-            "settings": enc.value(settings, (None, "runner.settings")),
-            "pricing": pricing.to_dict() if pricing is not None else None,
-            "ids": _rng_state(rng) if rng is not None else None,
-            "memory": enc.value(memory, (None, "runner.memory")),
-        },
+        "runner": runner_header(enc, runner, memory),
         "tasks": [_task_to_dict(enc, runner, state) for state in chosen],
     }
     return _strip_unused(doc, enc.used)  # type: ignore[no-any-return]
+
+
+def runner_header(enc: ValueEncoder, runner: AgentRunner, memory: ChatMemoryBuffer) -> dict[str, Any]:
+    """The runner's own record: its class, worker, settings, prices, the seeded id generator's
+    state and its conversation ``memory`` (the store writes it as a run's header row)."""
+    settings = {name: getattr(runner, name) for name in _SETTINGS}
+    for name in _OPTIONAL_SETTINGS:
+        if hasattr(runner, name):
+            settings[name] = getattr(runner, name)
+    settings["init_task_state_kwargs"] = runner.init_task_state_kwargs
+    pricing = costs.own_pricing(runner)
+    rng = _ids.current_rng()
+    return {
+        "class": type(runner).__name__,
+        "worker": _worker_info(runner),
+        "settings": enc.value(settings, (None, "runner.settings")),
+        "pricing": pricing.to_dict() if pricing is not None else None,
+        "ids": _rng_state(rng) if rng is not None else None,
+        "memory": enc.value(memory, (None, "runner.memory")),
+    }
 
 
 def _own_tasks(runner: AgentRunner, tasks: Iterable[TaskState]) -> list[TaskState]:
@@ -149,7 +145,7 @@ def _rng_state(rng: random.Random) -> list[Any]:
     return [version, list(internal), gauss]
 
 
-def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[str, Any]:
+def _task_to_dict(enc: ValueEncoder, runner: AgentRunner, state: TaskState) -> dict[str, Any]:
     task = state.task
     root: Path_ = (None, f"task {task.task_id}")
     enc.steps = dict(state.steps)
@@ -214,7 +210,7 @@ def _task_to_dict(enc: _Encoder, runner: AgentRunner, state: TaskState) -> dict[
 
 
 # One record per step, output and failure: the run file lists them, the SQLite store
-# (nbagent.store.sqlite) keeps each in its own row.
+# (nbagent.store.runstore) keeps each in its own row.
 def _step_record(s: TaskStep, registered: bool = True) -> dict[str, Any]:
     record: dict[str, Any] = {
         "step_id": s.step_id,
@@ -228,7 +224,13 @@ def _step_record(s: TaskStep, registered: bool = True) -> dict[str, Any]:
     return record
 
 
-def _output_record(enc: _Encoder, out: TaskStepOutput, p: Path_) -> dict[str, Any]:
+def _output_record(enc: ValueEncoder, out: TaskStepOutput, p: Path_) -> dict[str, Any]:
+    return output_fields(out, enc.value(out.output, (p, ".output")), enc.value(out.tool_outputs, (p, ".tool_outputs")))
+
+
+def output_fields(out: TaskStepOutput, output: Any, tool_outputs: Any) -> dict[str, Any]:
+    """An output's record, its answer and tool outputs encoded already (the store's early exit
+    builds it too: ``nbagent.store.row_encoder``)."""
     usage = out.usage
     return {
         "step_id": out.task_step.step_id,
@@ -240,8 +242,8 @@ def _output_record(enc: _Encoder, out: TaskStepOutput, p: Path_) -> dict[str, An
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
         },
-        "output": enc.value(out.output, (p, ".output")),
-        "tool_outputs": enc.value(out.tool_outputs, (p, ".tool_outputs")),
+        "output": output,
+        "tool_outputs": tool_outputs,
         "input": out.input,
     }
 
@@ -260,19 +262,17 @@ def _failure_record(f: StepFailure) -> dict[str, Any]:
 _SNAPSHOT_FIELDS = frozenset(f.name for f in dataclasses.fields(StepSnapshot))
 
 
-def _snapshot_to_dict(enc: _Encoder, snap: StepSnapshot, path: Path_) -> dict[str, Any]:
+def _snapshot_to_dict(enc: ValueEncoder, snap: StepSnapshot, path: Path_) -> dict[str, Any]:
     # a snapshot that differs from an earlier one in one value is kept as that value and a
     # reference (nbagent.snapshot.OneChange): written out as the plain dict it stands for
     extra = plain_snapshot(snap.extra_state)
     own = extra if snap.step_state is snap.extra_state else plain_snapshot(snap.step_state)
-    record: dict[str, Any] = {
-        "step_id": snap.step_id,
-        "step_input": snap.step_input,
-        "queue": None if snap.queue is None else [s.step_id for s in snap.queue],
-        "extra_state": enc.value(extra, (path, ".extra_state")),
-        "step_state": enc.value(own, (path, ".step_state")),
-        "scratch": enc.value(snap.scratch, (path, ".scratch")),
-    }
+    record = snapshot_fields(
+        snap,
+        enc.value(extra, (path, ".extra_state")),
+        enc.value(own, (path, ".step_state")),
+        enc.value(snap.scratch, (path, ".scratch")),
+    )
     if type(snap) is not StepSnapshot:  # a runner's own kind (ParallelAgentRunner's BranchSnapshot)
         record["class"] = enc._class_ref(type(snap), path)
         record["more"] = {
@@ -281,6 +281,19 @@ def _snapshot_to_dict(enc: _Encoder, snap: StepSnapshot, path: Path_) -> dict[st
             if f.name not in _SNAPSHOT_FIELDS
         }
     return record
+
+
+def snapshot_fields(snap: StepSnapshot, extra_state: Any, step_state: Any, scratch: Any) -> dict[str, Any]:
+    """An undo snapshot's record, its state and scratch memory encoded already (the store's
+    early exit builds it too)."""
+    return {
+        "step_id": snap.step_id,
+        "step_input": snap.step_input,
+        "queue": None if snap.queue is None else [s.step_id for s in snap.queue],
+        "extra_state": extra_state,
+        "step_state": step_state,
+        "scratch": scratch,
+    }
 
 
 class SavedWorker(BaseAgentWorker):
@@ -348,7 +361,7 @@ def runner_from_dict(
     runner_cls: type[R] | None = None,
     restore_ids: bool = True,
     source: str = "run data",
-    decoder: _Decoder | None = None,
+    decoder: ValueDecoder | None = None,
     path: Any = None,
     run: str | None = None,
     skipped: dict[str, str] | None = None,
@@ -367,7 +380,7 @@ def runner_from_dict(
     doc = check_header(doc, source)
     cls: type[Any] = runner_cls or provided("agent_runner")
     rdoc = doc["runner"]
-    dec = decoder if decoder is not None else _Decoder(source)
+    dec = decoder if decoder is not None else ValueDecoder(source)
     where = path if path is not None else source
     try:
         info = _need(rdoc, "worker", dict, "runner", source)
@@ -494,7 +507,7 @@ def _restore_rng(ids_state: Any, source: str) -> None:
 
 
 def _task_from_dict(
-    dec: _Decoder, tdoc: Any, where: str, runner: AgentRunner, models: dict[str, str]
+    dec: ValueDecoder, tdoc: Any, where: str, runner: AgentRunner, models: dict[str, str]
 ) -> TaskState:
     src = dec.source
     task_id = _need(tdoc, "task_id", str, where, src)
@@ -698,14 +711,14 @@ def _rebase_clock(history: list[StepSnapshot]) -> None:
                 setattr(snap, name, v - shift)
 
 
-def _step_of(dec: _Decoder, sid: Any, where: str) -> TaskStep:
+def _step_of(dec: ValueDecoder, sid: Any, where: str) -> TaskStep:
     step = dec.steps.get(sid) if isinstance(sid, str) else None
     if step is None:
         raise PersistError(f"{dec.source}: {where}: unknown step id {sid!r}")
     return step
 
 
-def _output_of(dec: _Decoder, n: Any, where: str) -> TaskStepOutput:
+def _output_of(dec: ValueDecoder, n: Any, where: str) -> TaskStepOutput:
     if type(n) is not int or not 0 <= n < len(dec.outputs):
         raise PersistError(f"{dec.source}: {where}: unknown output number {n!r}")
     return dec.outputs[n]

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbagent.store.values import PersistError
+from nbagent.allowlist import PersistError
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
 
-__all__ = ["DamagedRunError", "DamagedRunWarning", "skipped_tasks", "is_damage", "one_line", "SQLITE_ERRORS"]
+__all__ = [
+    "DamagedRunError", "DamagedRunWarning", "SkippedTasks", "skipped_tasks", "is_damage", "one_line", "SQLITE_ERRORS",
+]
 
 # what a sqlite3 call on a damaged file can raise: its errors, and UnicodeDecodeError when the
 # message SQLite gives names damaged bytes ("malformed database schema (...)")
@@ -89,21 +92,31 @@ def store_error(path: Any, err: BaseException, doing: str, *, run: str | None = 
 # ----- what a load skipped ---------------------------------------------------------------------
 
 
+@dataclass
+class SkippedTasks:
+    """What the load that built a runner skipped as damaged (kept in ``runner._services``)."""
+
+    source: str = ""  # the file it was loaded from (absolute)
+    run: str | None = None  # the run, for a store
+    tasks: dict[str, str] = field(default_factory=dict)  # task id -> what was damaged
+
+
 def mark_skipped(runner: AgentRunner, source: Any, run: str | None, skipped: dict[str, str]) -> None:
     """Tell ``runner`` which tasks of ``source`` (run ``run``) were skipped as damaged."""
-    runner.__dict__["_skipped_tasks"] = (_key(source), run, dict(skipped))
+    found = runner._services.setdefault(SkippedTasks)
+    found.source, found.run, found.tasks = _key(source), run, dict(skipped)
 
 
 def skipped_tasks(runner: AgentRunner) -> dict[str, str]:
     """The tasks the load that built ``runner`` skipped as damaged: task id -> what was damaged."""
-    found = runner.__dict__.get("_skipped_tasks")
-    return {} if found is None else dict(found[2])
+    found = runner._services.get(SkippedTasks)
+    return {} if found is None else dict(found.tasks)
 
 
 def skips_from(runner: AgentRunner, path: Any, run: str | None = None) -> bool:
     """Whether ``runner`` was loaded from ``path`` (and run ``run``) without some damaged tasks."""
-    found = runner.__dict__.get("_skipped_tasks")
-    return found is not None and bool(found[2]) and found[0] == _key(path) and (run is None or found[1] == run)
+    found = runner._services.get(SkippedTasks)
+    return found is not None and bool(found.tasks) and found.source == _key(path) and (run is None or found.run == run)
 
 
 def refuse_overwrite(runner: AgentRunner, path: Any) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from nbagent._files import atomic_write_text
 from nbagent.store.codec import check_header, runner_from_dict, runner_to_dict
 from nbagent.store.damage import DamagedRunError, refuse_overwrite
-from nbagent.store.values import PersistError
+from nbagent.allowlist import PersistError
 from nbagent.workers.base import BaseAgentWorker
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Reading a run back from the store: its task rows and its log replayed, in one transaction,
 then rebuilt by the run file's codec with a decoder that builds the objects living in rows of
-their own (``RunStore.load``; the layout is in ``nbagent.store.sqlite``).
+their own (``RunStore.load``; the layout is in ``nbagent.store.sql`` and ``nbagent.store.records``).
 
 Damage is told apart by its reach (``nbagent.store.damage``): a task row, or a log record of a
 task's place, that does not read or fit damages that task; a record of an object (a memory, a
@@ -13,76 +13,21 @@ still read as JSON, and rows read in a place they were not written in.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import zlib
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from nbagent._prefix import PrefixView
-from nbagent.memory import ChatMemoryBuffer
-from nbagent.messages import ChatMessage
-from nbagent.snapshot import AppendLog, _Saved
+from nbagent.allowlist import PersistError
 from nbagent.store.damage import DamagedRunError, one_line
-from nbagent.store.values import PersistError, _Decoder, memory_tokenizer
+from nbagent.store.records import KINDS, Replayed
+from nbagent.store.row_decoder import StoreDecoder
+from nbagent.store.sql import RUN_BITS, log_crc, loads_row, py_text, run_range, run_seed, task_seed
 
 __all__ = [
     "read_rows", "StoreRows", "StoreDecoder", "RUN_BITS", "run_range", "py_text", "loads_row", "run_seed", "task_seed",
     "log_crc",
 ]
-
-# a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
-# so a run's rows are one range of the table's own key (no index to keep up to date)
-RUN_BITS = 36
-
-_TASK_KINDS = frozenset({"s", "u", "p", "pd", "h", "f", "hx", "fx"})
-_OBJECT_KINDS = frozenset({"o", "i", "ic"})
-_MISSING = object()
-
-
-def run_range(no: int) -> tuple[int, int]:
-    return no << RUN_BITS, (no + 1) << RUN_BITS
-
-
-# Checksums (schema 4): CRC-32 of a row's text, started from what places the row, so that a
-# row read in another place (a changed row id, task place or run number) fails too.
-def run_seed(run_id: str) -> int:
-    """Where every checksum of run ``run_id`` starts (a run header's: its text from here)."""
-    return zlib.crc32(run_id.encode("utf-8", "surrogatepass"))
-
-
-def task_seed(seed: int, task_id: str, seq: int) -> int:
-    """Where the checksum of a task row starts: its run, its id and its place in the run."""
-    return zlib.crc32(f"\0{task_id}\0{seq}".encode("utf-8", "surrogatepass"), seed)
-
-
-def log_crc(seed: int, row_id: int, text: bytes) -> int:
-    """The checksum of log row ``row_id`` of the run whose seed is ``seed``."""
-    return zlib.crc32(text, zlib.crc32(row_id.to_bytes(8, "little", signed=True), seed))
-
-
-def py_text(value: Any) -> Any:
-    """A text column as Python text: a BLOB (``_sql_text`` wrote a str holding a lone
-    surrogate as its ``surrogatepass`` bytes; ``CAST(x AS BLOB)`` reads any text as bytes)
-    becomes the very same str. Raises ``UnicodeDecodeError`` for bytes no str was written as."""
-    if type(value) is bytes:
-        return value.decode("utf-8", "surrogatepass")
-    return value
-
-
-def loads_row(raw: Any) -> Any:
-    """A row's JSON (text, or its bytes), or ValueError saying why it does not read."""
-    try:
-        return json.loads(py_text(raw) if type(raw) is bytes else raw)
-    except UnicodeDecodeError as err:
-        raise ValueError(f"not UTF-8 text (byte {err.start})") from err
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not valid JSON ({err.msg}, character {err.pos}: cut short or overwritten?)") from err
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read") from None
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"not valid JSON ({err})") from err
 
 
 def _short(op: Any) -> str:
@@ -213,18 +158,14 @@ def read_rows(
 
 
 class _Replay:
-    """Replays a run's log rows into ``StoreRows``."""
+    """Replays a run's log rows into ``StoreRows`` (each record by its kind: ``nbagent.store.records``)."""
 
     def __init__(self, rows: StoreRows, task_of: dict[int, str], path: Any, run: str) -> None:
         self.rows = rows
         self.task_of = task_of
         self.path = path
         self.run = run
-        self.steps: dict[int, dict[int, Any]] = {}  # seq -> step's place -> record
-        self.outputs: dict[int, list[list[Any]]] = {}  # seq -> [cpos, done, upos, record] by n
-        self.lists: dict[str, dict[int, list[Any]]] = {"h": {}, "f": {}}  # history, failures
-        self.items: dict[int, dict[int, list[Any]]] = {}  # k -> i -> [pos, record, pos written at]
-        self.twins: dict[int, list[int]] = {}  # k -> the dicts written as "the same as k" since k was
+        self.replayed = Replayed(rows.damaged_objects)
         self.bad_places: dict[int, str] = {}
 
     def refuse(self, what: str) -> DamagedRunError:
@@ -233,6 +174,7 @@ class _Replay:
     def read(self, db: sqlite3.Connection, no: int, seed: int, strict: bool) -> None:
         lo, hi = run_range(no)
         bad_objects = self.rows.damaged_objects
+        bad_places, task_of, replayed = self.bad_places, self.task_of, self.replayed
         expected = lo  # a run's rows are numbered from 0 without a gap
         for row_id, raw, crc in db.execute(
             "SELECT id, CAST(ops AS BLOB), crc FROM log WHERE id>=? AND id<? ORDER BY id", (lo, hi)
@@ -257,114 +199,41 @@ class _Replay:
             for op in ops:
                 if type(op) is not list or len(op) < 2 or type(op[0]) is not str or type(op[1]) is not int:
                     raise self.refuse(f"{row} holds {_short(op)}, which is no record")
-                kind = op[0]
-                if kind in _OBJECT_KINDS:
-                    k = op[1]
-                    if k in bad_objects:
+                kind = KINDS.get(op[0])
+                if kind is None:
+                    raise self.refuse(f"{row} holds a record of unknown kind {_short(op[0])}")
+                about = op[1]
+                if kind.of_object:
+                    if about in bad_objects:
                         continue
                     try:
-                        self._object_op(op)
+                        kind.apply(replayed, op)
                     except (LookupError, TypeError, ValueError) as err:
-                        bad_objects[k] = f"its record {_short(op)} in {row} does not fit ({err!r})"
-                elif kind in _TASK_KINDS:
-                    t = op[1]
-                    if t not in self.task_of or t in self.bad_places:
+                        bad_objects[about] = f"its record {_short(op)} in {row} does not fit ({err!r})"
+                else:
+                    if about not in task_of or about in bad_places:
                         continue  # a place no task holds any more (a task written again in full)
                     try:
-                        self._task_op(op)
+                        kind.apply(replayed, op)
                     except (LookupError, TypeError, ValueError) as err:
-                        self.bad_places[t] = f"its record {_short(op)} in {row} does not fit ({err!r})"
-                else:
-                    raise self.refuse(f"{row} holds a record of unknown kind {_short(kind)}")
+                        bad_places[about] = f"its record {_short(op)} in {row} does not fit ({err!r})"
         self._finish()
 
-    def _object_op(self, op: list[Any]) -> None:
-        kind, k = op[0], op[1]
-        objects = self.rows.objects
-        if kind == "o":
-            if op[2] not in ("dict", "same", "mem", "log"):
-                raise ValueError(f"unknown kind of object {op[2]!r}")
-            if op[2] == "same":
-                if type(op[3]) is not int or objects[op[3]][0] not in ("dict", "same"):
-                    raise ValueError(f"object {op[3]!r} is not a dict")
-                if op[3] in self.rows.damaged_objects:
-                    raise ValueError(f"it copies damaged object {op[3]}")
-            for other in self.twins.pop(k, ()):  # copies of what k held: now their own
-                if objects.get(other) == ("same", k):
-                    objects[other] = objects[k]
-                    if objects[k][0] == "same":
-                        self.twins.setdefault(objects[k][1], []).append(other)
-            if op[2] == "same":
-                self.twins.setdefault(op[3], []).append(k)
-            objects[k] = (op[2], op[3])
-        elif kind == "i":
-            i, pos = op[2], op[3]
-            found = self.items.setdefault(k, {})
-            if type(i) is not int or type(pos) is not int or not 0 <= pos <= len(found):
-                raise ValueError(f"item {i!r} at place {pos!r} of a list that had {len(found)} items")
-            found[i] = [pos, op[4], pos]
-        else:  # "ic": items cut off the list (an undo)
-            found = self.items[k]
-            for i in op[2]:
-                found[i][0] = None
-
-    def _task_op(self, op: list[Any]) -> None:
-        kind, t = op[0], op[1]
-        if kind == "s":
-            if type(op[2]) is not int:
-                raise ValueError(f"a step's place {op[2]!r} is not a number")
-            self.steps.setdefault(t, {})[op[2]] = op[3]
-        elif kind == "u":
-            outs = self.outputs.setdefault(t, [])
-            n, place = op[2], op[3]
-            if type(place) is not list or len(place) != 3:
-                raise ValueError(f"an output's places {place!r} are not [completed, done, undone]")
-            if type(n) is not int or not 0 <= n <= len(outs):
-                raise ValueError(f"output {n!r} follows output {len(outs) - 1}")
-            if n == len(outs):
-                outs.append([*place, op[4]])
-            else:
-                outs[n] = [*place, op[4]]
-        elif kind == "p":
-            outs = self.outputs[t]
-            slot = op[2]
-            if slot not in (0, 1, 2) or type(slot) is not int:
-                raise ValueError(f"slot {slot!r}")
-            for value, n in op[3]:
-                if type(n) is not int or n < 0:
-                    raise IndexError(n)
-                outs[n][slot] = value
-        elif kind == "pd":
-            for out in self.outputs.get(t, ()):
-                out[1] = 0
-        elif kind == "h" or kind == "f":
-            lst = self.lists[kind].setdefault(t, [])
-            i = op[2]
-            if type(i) is not int or not 0 <= i <= len(lst):
-                raise ValueError(f"record {i!r} follows record {len(lst) - 1}")
-            if i == len(lst):
-                lst.append(op[3])
-            else:
-                lst[i] = op[3]
-        else:  # "hx" / "fx": that list cut at op[2]
-            if type(op[2]) is not int or op[2] < 0:
-                raise ValueError(f"a cut at {op[2]!r}")
-            del self.lists[kind[0]].get(t, [])[op[2]:]
-
     def _finish(self) -> None:
-        rows = self.rows
+        rows, replayed = self.rows, self.replayed
+        rows.objects = replayed.objects
         for seq, tid in self.task_of.items():
             if seq in self.bad_places:
                 rows.damaged_tasks[tid] = self.bad_places[seq]
                 continue
-            rows.steps[tid] = [rec for _, rec in sorted(self.steps.get(seq, {}).items())]
+            rows.steps[tid] = [rec for _, rec in sorted(replayed.steps.get(seq, {}).items())]
             rows.outputs[tid] = [
-                (n, cpos, done, upos, rec) for n, (cpos, done, upos, rec) in enumerate(self.outputs.get(seq, []))
+                (n, cpos, done, upos, rec) for n, (cpos, done, upos, rec) in enumerate(replayed.outputs.get(seq, []))
             ]
-            rows.history[tid] = self.lists["h"].get(seq, [])
-            rows.failures[tid] = self.lists["f"].get(seq, [])
+            rows.history[tid] = replayed.lists["h"].get(seq, [])
+            rows.failures[tid] = replayed.lists["f"].get(seq, [])
         rows.tasks = [(t, h) for t, h in rows.tasks if t not in rows.damaged_tasks]
-        for k, found in self.items.items():
+        for k, found in replayed.items.items():
             if k in rows.damaged_objects:
                 continue
             placed = sorted((pos, i) for i, (pos, _, _) in found.items() if pos is not None)
@@ -375,186 +244,3 @@ class _Replay:
             rows.items[k] = {i: rec for i, (_, rec, _) in found.items()}
             rows.order[k] = [i for _, i in placed]
             rows.placed[k] = found
-
-
-class StoreDecoder(_Decoder):
-    """The run file's decoder, plus the objects that live in rows of their own (built when
-    first referred to, so rows may refer to each other in any order)."""
-
-    def __init__(self, source: str, rows: StoreRows) -> None:
-        super().__init__(source)
-        self.rows = rows
-        self.built: dict[int, Any] = {}
-        self.building: set[int] = set()  # objects being built now (half built if decoding fails)
-        self.items_built: dict[tuple[int, int], Any] = {}
-        self.views: dict[tuple[int, int, int], PrefixView[Any]] = {}
-        self.at: dict[int, list[list[int]]] = {}  # k -> by position: the numbers of the items written there
-        self.frozen: dict[int, dict[int, tuple[list[Any], int]]] = {}  # k -> i -> (a rebuilt list, i's place)
-
-    def mark(self) -> Any:
-        return None
-
-    def forget(self, mark: Any, task: str) -> None:
-        """After a damaged task: drop the objects it left half built (a later task that refers
-        to one builds it again from its rows). What was built whole stays: it is intact."""
-        for k in self.building:
-            self.built.pop(k, None)
-        self.building.clear()
-        self.frozen.clear()  # (a cache of rebuilt views: rebuilt again when needed)
-
-    def _define(self, n: Any, obj: Any, where: str) -> None:
-        # numbers are unique in the run and a reference never leaves its row: an object built
-        # again (after a damaged task left it half built) defines its numbers again
-        if type(n) is not int:
-            raise self.fail(where, f"bad object number {n!r}")
-        self.objects[n] = obj
-
-    def value(self, d: Any, where: str) -> Any:
-        if type(d) is dict:
-            if "$c" in d:
-                c = self._object(d["$c"], where)
-                if "t" in d:  # a memory's snapshot
-                    if type(c) is not ChatMemoryBuffer or type(d["t"]) is not int:
-                        raise self.fail(where, f"object {d['$c']} is not a memory, or {d['t']!r} not a length")
-                    return (c._messages, c._counts, d["t"])
-                if "s" in d:  # a memory's or log's own snapshot
-                    return _Saved(c, self.value(d["s"], where), False)
-                if "v" in d:  # a view of the log's first n items
-                    return self._view(d["$c"], c, d["v"], where)
-                part = d.get("p")
-                if part is None:
-                    return c
-                if type(c) is not ChatMemoryBuffer:
-                    raise self.fail(where, f"object {d['$c']} is not a memory")
-                return c._messages if part == "m" else c._counts
-            if "$d" in d:
-                return self._object(d["$d"], where)
-            if "$i" in d:
-                k, i = d["$i"]
-                item = self._item(k, i, where)
-                return item[0] if self.rows.objects.get(k, ("",))[0] == "mem" else item
-        return super().value(d, where)
-
-    def _object(self, k: Any, where: str) -> Any:
-        found = self.built.get(k)
-        if found is not None:
-            return found
-        damage = self.rows.damaged_objects.get(k) if type(k) is int else None
-        if damage is not None:
-            raise self.fail(where, f"refers to stored object {k}, which is damaged: {damage}")
-        entry = self.rows.objects.get(k) if type(k) is int else None
-        if entry is None:
-            raise self.fail(where, f"refers to stored object {k!r}, which the store does not hold")
-        self.building.add(k)
-        built = self._build(k, entry, where)
-        self.building.discard(k)
-        return built
-
-    def _build(self, k: int, entry: tuple[str, Any], where: str) -> Any:
-        kind, rec = entry
-        if kind == "same":  # the same objects as dict ``rec`` holds
-            same: dict[str, Any] = {}
-            self.built[k] = same
-            src = self._object(rec, where)
-            if not isinstance(src, dict):
-                raise self.fail(where, f"stored object {k} copies {rec}, which is not a dict")
-            same.update(src)
-            return same
-        if kind == "dict":
-            out: dict[str, Any] = {}
-            self.built[k] = out
-            value = super().value(rec, where)  # the dict's own row
-            if not isinstance(value, dict):
-                raise self.fail(where, f"stored object {k} is not a dict")
-            out.update(value)
-            return out
-        order = self.rows.order.get(k, [])
-        if kind == "log":
-            log: AppendLog[Any] = AppendLog()
-            self.built[k] = log
-            for i in order:
-                list.append(log, self._item(k, i, where))
-            return log
-        if kind == "mem":
-            if type(rec) is not dict or type(rec.get("token_limit")) is not int:
-                raise self.fail(where, f"stored memory {k} has no token limit")
-            buf = ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=memory_tokenizer(rec, where, self.fail))
-            self.built[k] = buf
-            pairs = [self._item(k, i, where) for i in order]
-            buf._messages = [m for m, _ in pairs]
-            buf._counts = [c for _, c in pairs]
-            return buf
-        raise self.fail(where, f"stored object {k} has an unknown kind {kind!r}")
-
-    def _view(self, k: int, log: Any, v: Any, where: str) -> PrefixView[Any]:
-        """The view ``{"$c": k, "v": [last, n]}`` stands for: the log's first n items while
-        item ``last`` is still at n-1 (only the tail is ever cut), else the items that stood at
-        0..n-1 when it was written: at each place, the newest item written there numbered at
-        most ``last`` (items are numbered in the order they were written)."""
-        if type(log) is not AppendLog or type(v) is not list or len(v) != 2 or any(type(x) is not int for x in v):
-            raise self.fail(where, f"a view needs a log and [last item, n]; got object {k} and {v!r}")
-        last, n = v
-        key = (k, last, n)
-        view = self.views.get(key)
-        if view is not None:
-            return view
-        order = self.rows.order.get(k, [])
-        if n == 0 or (n <= len(order) and order[n - 1] == last):
-            view = log.view(n)
-        else:
-            frozen = self.frozen.setdefault(k, {})
-            hit = frozen.get(last)
-            if hit is not None and hit[1] == n - 1:
-                view = PrefixView.over(hit[0], n)
-            else:
-                at = self.at.get(k)
-                if at is None:
-                    at = self.at[k] = []
-                    for i, (_, _, pos) in sorted(self.rows.placed.get(k, {}).items()):
-                        while len(at) <= pos:
-                            at.append([])
-                        at[pos].append(i)  # ascending: the items are sorted by number
-                numbers = []
-                for p in range(n):
-                    written = at[p] if p < len(at) else ()
-                    j = bisect_right(written, last) - 1  # type: ignore[arg-type]
-                    if j < 0:
-                        raise self.fail(
-                            where, f"a view of {n} items of log {k} up to item {last}: no item at place {p}"
-                        )
-                    numbers.append(written[j])
-                if numbers[-1] != last:
-                    raise self.fail(
-                        where, f"a view of {n} items of log {k}: item {last} was not written at place {n - 1}"
-                    )
-                items = [self._item(k, i, where) for i in numbers]
-                for p, i in enumerate(numbers):
-                    frozen.setdefault(i, (items, p))
-                view = PrefixView.over(items, n)
-        self.views[key] = view
-        return view
-
-    def _item(self, k: Any, i: Any, where: str) -> Any:
-        key = (k, i)
-        if key in self.items_built:
-            return self.items_built[key]
-        damage = self.rows.damaged_objects.get(k) if type(k) is int else None
-        if damage is not None:
-            raise self.fail(where, f"refers to item {i!r} of stored object {k}, which is damaged: {damage}")
-        items = self.rows.items.get(k) if type(k) is int else None
-        raw = items.get(i, _MISSING) if items is not None and type(i) is int else _MISSING
-        if raw is _MISSING:
-            raise self.fail(where, f"refers to item {i!r} of stored object {k!r}, which the store does not hold")
-        kind = self.rows.objects.get(k, ("?", ""))[0]
-        if kind == "mem":
-            if not (type(raw) is list and len(raw) == 2 and type(raw[1]) is int):
-                raise self.fail(where, f"item {i} of memory {k} is not a [message, count] pair")
-            value: Any = (self.value(raw[0], where), raw[1])
-            if not isinstance(value[0], ChatMessage):
-                raise self.fail(where, f"item {i} of memory {k} is a {type(value[0]).__name__}, not a message")
-        else:
-            value = self.value(raw, where)
-        self.items_built[key] = value
-        return value
-
-
