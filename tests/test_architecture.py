@@ -33,7 +33,6 @@ OVER_LIMIT = {
     "nbagent/runner/base.py": "B",
     "nbagent/viz/dot_live.py": "D",
     "nbagent/viz/dot.py": "D",
-    "nbagent/viz/panel.py": "E",
     "nbagent/viz/html.py": "E",
 }
 

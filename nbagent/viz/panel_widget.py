@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from nbagent.engine.errors import TaskStateError
 from nbagent.viz import panel_data
 from nbagent.viz.panel import AgentPanel
 
@@ -66,8 +65,8 @@ class _ReportingPanel(AgentPanel):
 
     _report: Callable[[str], None] | None = None
 
-    def _refresh(self, inspect: str | None = None) -> None:
-        super()._refresh(inspect)
+    def _refresh(self) -> None:
+        super()._refresh()
         if self._report is not None:
             self._report("state")
 
@@ -188,27 +187,16 @@ class PanelWidget(anywidget.AnyWidget):  # type: ignore[misc]
     def goto(self, step_id: str) -> TaskStep | None:
         """Undo back to just after ``step_id`` completed (``runner.goto_step``); the
         inspector's "Undo back to here"."""
-        state = self._idle_state("Undo back to here")
-        nxt = self.runner.goto_step(state.task_id, step_id)
-        self._after_action(step_id)
-        return nxt
+        return self.panel.controller.goto(step_id)
 
     def fork(self, step_id: str, input: str | None = None) -> TaskStep:
         """Go back to just before ``step_id`` and queue a new step in its place, with
         ``input`` or the old one's (``runner.fork``); the old branch stays drawn."""
-        state = self._idle_state("Fork")
-        step = self.runner.fork(state.task_id, step_id, input=input or None)
-        self._after_action(step.step_id)
-        return step
+        return self.panel.controller.fork(step_id, input)
 
     def edit_input(self, step_id: str, text: str) -> TaskStep:
         """Change a queued step's input before it runs (``runner.edit_step``)."""
-        if not isinstance(text, str):
-            raise TypeError(f"a step's input must be a str, got {type(text).__name__}")
-        state = self._idle_state("Edit input")
-        step = self.runner.edit_step(state.task_id, step_id, input=text)
-        self._after_action(step_id)
-        return step
+        return self.panel.controller.edit_input(step_id, text)
 
     async def wait(self) -> TaskStepOutput | BaseException | None:
         return await self.panel.wait()
@@ -218,18 +206,6 @@ class PanelWidget(anywidget.AnyWidget):  # type: ignore[misc]
         self.panel._report = None
         self.panel.close()
         super().close()
-
-    def _idle_state(self, what: str) -> Any:
-        state = self.panel._require_state()
-        if self.panel.busy:
-            raise TaskStateError(f"a run is going on in this panel; press Stop before {what}")
-        return state
-
-    def _after_action(self, inspect: str | None) -> None:
-        self.panel._set_notice("")
-        self.panel._follow_latest = inspect is None
-        self.panel.graph.flush()
-        self.panel._refresh_now(inspect=inspect)
 
     # ----- commands from the browser -----------------------------------------------------
     def _on_command(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -269,7 +245,7 @@ class PanelWidget(anywidget.AnyWidget):  # type: ignore[misc]
     def _sync_tokens(self) -> None:
         with self._sync_lock, self.hold_sync():
             self._set("tokens", self.panel.streamed_text[-6000:])
-            self._set("tokens_note", _tokens_note(self.panel))
+            self._set("tokens_note", self.panel.controller.tokens_note())
 
     def _sync_all(self) -> None:
         """Every traitlet from the panel's state, sent as one message."""
@@ -284,7 +260,7 @@ class PanelWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self._set("tasks", panel_data.task_options(panel.runner))
             self._set("buttons", panel_data.button_flags(state, busy))
             self._set("status", panel_data.status_data(state, busy=busy, notice=panel._notice,
-                                                       notice_is_error=panel._notice_is_error))
+                                                       notice_is_error=panel.controller.notice_is_error))
             self._set("selected", selected)
             self._set("inspector", panel_data.inspector_data(state, selected or None, busy=busy,
                                                              runner=panel.runner))
@@ -292,7 +268,7 @@ class PanelWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self._set("transcript", panel_data.transcript_data(panel.transcript_messages()))
             self._set("inject_text", panel.inject_box.value or "")
             self._set("tokens", panel.streamed_text[-6000:])
-            self._set("tokens_note", _tokens_note(panel))
+            self._set("tokens_note", panel.controller.tokens_note())
 
     # ----- display -----------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -318,17 +294,6 @@ class PanelWidget(anywidget.AnyWidget):  # type: ignore[misc]
         if view is not None:
             bundle["application/vnd.jupyter.widget-view+json"] = view
         return bundle
-
-
-def _tokens_note(panel: AgentPanel) -> str:
-    step = panel._token_step
-    state = panel.state
-    if step is None or state is None or step not in state.steps:
-        return "no step has streamed yet"
-    from nbagent.viz.dot import step_heads
-
-    number, _, words = step_heads(state).get(step, "#? ?").partition(" ")
-    return f"step {number} · {'streaming…' if step in state.running else words}"
 
 
 def _approve_edited(w: PanelWidget, c: dict[str, Any]) -> Any:
