@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nbagent import TaskStep, seed_ids
-from nbagent.viz import dot as dot_module
+from nbagent.viz.dot import model as dot_model
 from nbagent.viz import graph as graph_module
 from nbagent.viz.dot import task_to_dot
 from nbagent.viz.graph import GraphvizError, GraphvizNotFoundError, StepGraph
@@ -133,7 +133,7 @@ def test_repr_never_raises_on_odd_or_broken_state(monkeypatch: pytest.MonkeyPatc
     bundle = g._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
     assert "RuntimeError: renderer &lt;exploded&gt;" in bundle["text/html"]
-    monkeypatch.setattr(dot_module, "STATUS_ORDER", ())  # status_summary now fails inside repr
+    monkeypatch.setattr(dot_model, "STATUS_ORDER", ())  # status_summary now fails inside repr
     assert "StepGraph(" in repr(g)
 
 

@@ -265,7 +265,7 @@ def test_the_widget_sends_each_redraw_as_ipywidgets_would_and_observers_still_he
        limit=st.none() | st.integers(0, 12))
 def test_the_quick_preview_of_a_node_line_is_the_preview(text: str, limit: int | None) -> None:
     """Node lines preview plain ASCII text without cleaning it: the same text as preview()."""
-    from nbagent.viz.dot import _preview
+    from nbagent.viz.dot.labels import _preview
     from nbagent.viz.escape import preview
 
     assert _preview(text, limit) == preview(text, limit)

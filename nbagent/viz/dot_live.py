@@ -36,30 +36,23 @@ from typing import TYPE_CHECKING, Any
 from nbagent.approval import APPROVAL_KEY
 from nbagent.engine.state import StepStatus
 from nbagent.schema import StreamingAgentChatResponse
-from nbagent.viz.dot import (
-    STATUS_ORDER,
-    _chain_metrics,
-    _collapsed_node_of,
-    _ghost_node,
-    _header_from,
-    _label_piece,
-    _legend_lines,
+from nbagent.viz.dot.collapse import _chain_metrics, _collapsed_node_of
+from nbagent.viz.dot.labels import (
     _BR,
+    _PLAIN_VALUES,
     _TITLE_CLOSE,
+    _UNDONE_EDGE_COLOR,
+    _VALUE,
+    _attr_list,
+    _ghost_node,
+    _label_piece,
     _node_line,
     _plain_step_line,
-    _status,
-    _step_node,
-    _title_top,
-    _VALUE,
-    _PLAIN_VALUES,
     _short_esc,
-    _attr_list,
-    _UNDONE_EDGE_COLOR,
-    check_options,
-    is_skipped,
-    task_to_dot,
+    _step_node,
 )
+from nbagent.viz.dot.model import STATUS_ORDER, _status, is_skipped
+from nbagent.viz.dot.task_dot import _header_from, _legend_lines, _title_top, check_options, task_to_dot
 
 if TYPE_CHECKING:
     from nbagent.engine.state import TaskState

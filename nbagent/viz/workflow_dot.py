@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
 from nbagent.engine.state import StepStatus
-from nbagent.viz.dot import RANKDIRS, STATUS_COLORS, TITLE_BG, _attr_list, _render_label, boxed_label
+from nbagent.viz.dot import RANKDIRS, STATUS_COLORS, TITLE_BG, boxed_label
+from nbagent.viz.dot.labels import _attr_list, _render_label
 from nbagent.viz.escape import args_preview, clean, preview
 
 if TYPE_CHECKING:

@@ -1,0 +1,383 @@
+"""Node labels: the text of each step's node (its head words, input, output, calls, approvals,
+failures), escaped for Graphviz's HTML-like labels, and the node's attributes.
+
+Every label is a Graphviz HTML-like label (``label=<...>``) whose text is cleaned, truncated and
+HTML-escaped (see ``nbagent.text``); node names are generated (``s0``, ``s1``...), never taken
+from user data.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from typing import TYPE_CHECKING, Any
+
+from nbagent.approval import APPROVAL_KEY, decisions_of
+from nbagent.costs import cost_label
+from nbagent.engine.state import StepStatus
+from nbagent.mcp import tool_server
+from nbagent.schema import SkippedOutput
+from nbagent.text import args_preview, clean, output_text, preview, short_id, truncate, wrap_lines
+from nbagent.viz.dot.model import (
+    _STYLES,
+    SKIPPED,
+    SKIPPED_COLORS,
+    STATUS_COLORS,
+    _collect,
+    _Node,
+    _numbers,
+    _status,
+    is_skipped,
+)
+from nbagent.viz.escape import typed_preview
+
+if TYPE_CHECKING:
+    from nbagent.engine.state import StepFailure, TaskState
+    from nbagent.schema import TaskStep, TaskStepOutput
+
+__all__ = ["step_heads", "boxed_label", "TITLE_BG"]
+
+_ERROR_COLOR = "#991b1b"
+_EDGE_COLOR = "#6b7280"
+_UNDONE_EDGE_COLOR = "#6b7280"
+_TITLE_COLOR = "#374151"
+_FONT = "Helvetica"
+_MAX_TOOL_LINES = 4
+
+
+def step_heads(state: TaskState) -> dict[str, str]:
+    """Step id -> the first words of its node in the graph (``#4 done · answer``,
+    ``#5 undone · never ran``, ``#3 skipped``): the number and status every view shows."""
+    g = _collect(state)
+    statuses = {sid: _status(state, sid) for sid in g.order}
+    numbers = _numbers(state, g, statuses)
+    ran = {o.task_step.step_id for o in list(state.undone_outputs)}
+    heads = {}
+    for sid in g.order:
+        status = statuses[sid]
+        if status is StepStatus.UNDONE and sid in ran:  # drawn as its undone runs
+            heads[sid] = f"#{numbers[sid]} undone run"
+        else:
+            out = state.outputs.get(sid) if status is StepStatus.DONE else None
+            heads[sid] = _head(numbers[sid], status, out, sid in ran)
+    return heads
+
+
+def _head(number: int, status: StepStatus, out: TaskStepOutput | None, ran_before: bool) -> str:
+    """A step's head words (without its id): what ``step_heads`` and the node label show."""
+    if status is StepStatus.UNDONE and not ran_before:
+        return f"#{number} undone · never ran"
+    if is_skipped(out):
+        return f"#{number} {SKIPPED}"
+    if out is not None and out.is_last:
+        return f"#{number} {_VALUE[status]} · answer"
+    return f"#{number} {_VALUE[status]}"
+
+
+def _metrics(out: TaskStepOutput) -> str:
+    parts = []
+    if isinstance(out.latency_s, (int, float)):
+        parts.append(f"{out.latency_s:.2f} s")
+    usage = out.usage
+    if usage is not None:
+        try:
+            parts.append(f"{int(usage.total_tokens)} tok")
+        except Exception:  # noqa: BLE001
+            pass
+    money = cost_label(out) if usage is not None else None  # None unless prices are set (nbagent.costs)
+    if money:
+        parts.append(money)
+    return " · ".join(parts)
+
+
+def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
+    lines: list[tuple[str, str]] = []
+    if out.reasoning:
+        lines.append((f"thought: {preview(out.reasoning, limit)}", "text"))
+    tool_outputs = list(out.tool_outputs or [])
+    for t in tool_outputs[:_MAX_TOOL_LINES]:
+        call = f"{clean(t.tool_name)}({args_preview(t.raw_input)})"
+        server = tool_server(t)  # an MCP tool: say which server answered
+        label = f"call ({preview(clean(server), 40)}): " if server else "call: "
+        lines.append((f"{label}{preview(call, limit)}", "text"))
+        if t.is_error:
+            lines.append((f"obs (error): {preview(t.content, limit)}", "error"))
+        else:
+            lines.append((f"obs: {preview(t.content, limit)}", "text"))
+    if len(tool_outputs) > _MAX_TOOL_LINES:
+        lines.append((f"+{len(tool_outputs) - _MAX_TOOL_LINES} more calls", "muted"))
+    text = output_text(out.output)
+    if out.is_last:
+        typed = getattr(out.output, "structured_response", None)
+        if typed is not None:  # the typed answer: its class and fields
+            lines.append((f"answer: {preview(typed_preview(typed), limit)}", "head"))
+        else:
+            lines.append((f"answer: {preview(text, limit)}", "head"))
+    elif text:
+        lines.append((f"out: {preview(text, limit)}", "text"))
+    metrics = _metrics(out)
+    if metrics:
+        lines.append((metrics, "muted"))
+    return lines
+
+
+def _approval_lines(step: TaskStep, limit: int) -> list[tuple[str, str]]:
+    """The calls of a step that waits (or waited) for approval, each with its decision."""
+    lines: list[tuple[str, str]] = []
+    for c in decisions_of(step):
+        call = f"{clean(c.get('tool_name'))}({args_preview(c.get('arguments') or {})})"
+        d = c.get("decision")
+        if not c.get("needs_approval"):
+            lines.append((f"with: {preview(call, limit)}", "muted"))
+        elif d is None:
+            lines.append((f"approve? {preview(call, limit)}", "error"))
+        elif d.get("decision") == "approved":
+            edited = d.get("arguments")
+            what = f" as ({args_preview(edited)})" if edited is not None else ""
+            lines.append((preview(f"approved by {clean(d.get('by'))}: {call}{what}", limit), "text"))
+        else:
+            why = f": {clean(d.get('reason'))}" if d.get("reason") else ""
+            lines.append((preview(f"rejected by {clean(d.get('by'))}: {call}{why}", limit), "error"))
+    return lines
+
+
+_VALUE = {st: st.value for st in StepStatus}
+_PLAIN_VALUES = all(html.escape(v) == v for v in _VALUE.values())  # status names: nothing to escape
+_ATTRS = {
+    st: {"fillcolor": STATUS_COLORS[st][0], "color": STATUS_COLORS[st][1], "fontcolor": STATUS_COLORS[st][2],
+         "style": _STYLES[st]}
+    for st in StepStatus
+}
+_ANSWER_ATTRS = {**_ATTRS[StepStatus.DONE], "peripheries": "2"}
+_SKIPPED_ATTRS = {"fillcolor": SKIPPED_COLORS[0], "color": SKIPPED_COLORS[1], "fontcolor": SKIPPED_COLORS[2],
+                  "style": "rounded,filled"}
+_CONST_ATTRS: dict[int, tuple[dict[str, str], str]] = {}  # filled below, once _attr_list exists
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_str(step_id: str) -> str:
+    return short_id(step_id)
+
+
+def _short(step_id: Any) -> str:
+    """``short_id``, remembered for the ids drawn again and again (a step's id is drawn
+    while it is queued, when it is done, and at the ends of a collapsed run)."""
+    return _short_str(step_id) if type(step_id) is str else short_id(step_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_esc_str(step_id: str) -> tuple[str, str]:
+    short = short_id(step_id)
+    return short, html.escape(short)
+
+
+def _short_esc(step_id: Any) -> tuple[str, str]:
+    """``_short`` and its HTML escape (the id is drawn in labels)."""
+    if type(step_id) is str:
+        return _short_esc_str(step_id)
+    short = short_id(step_id)
+    return short, html.escape(short)
+_S_DONE, _S_UNDONE, _S_FAILED, _S_HELD = StepStatus.DONE, StepStatus.UNDONE, StepStatus.FAILED, StepStatus.HELD
+
+
+def _step_node(
+    state: TaskState,
+    number: int,
+    sid: str,
+    step: TaskStep | None,
+    status: StepStatus,
+    failures: list[StepFailure],
+    undone_outs: list[TaskStepOutput],
+    limit: int,
+) -> _Node:
+    out = state.outputs.get(sid) if status is _S_DONE else None
+    is_answer = out is not None and bool(out.is_last)
+    skipped = is_skipped(out)
+    head = _head(number, status, out, bool(undone_outs))
+    lines: list[tuple[str, str]] = [(f"{head} · {_short(sid)}", "head")]
+    if step is not None and step.input is not None:
+        lines.append((f"in: {preview(step.input, limit)}", "text"))
+    if status is _S_HELD:
+        lines.append(("held: release_step() lets it run", "muted"))
+    if step is not None and APPROVAL_KEY in step.step_state:
+        lines.extend(_approval_lines(step, limit))
+    if skipped:
+        reason = out.output.reason  # type: ignore[union-attr]
+        lines.append((preview(f"not run: {reason}" if reason != SKIPPED else "not run", limit), "muted"))
+    elif out is not None:
+        lines.extend(_output_lines(out, limit))
+    if failures:
+        last = failures[-1]
+        if status is _S_FAILED:
+            err = f"error: {last.error_type}: {last.message}"
+            lines.append((preview(err, limit), "error"))
+            if last.attempt > 1:
+                lines.append((f"attempt {last.attempt}", "muted"))
+        else:
+            n = len(failures)
+            lines.append((preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
+    if undone_outs and status is not _S_UNDONE:
+        n = len(undone_outs)
+        runs = "its undone run is dashed" if n == 1 else f"its {n} undone runs are dashed"
+        if status is _S_DONE:
+            lines.append((f"ran again; {runs}", "muted"))
+        else:  # queued (or failed, held...) again after an undo
+            lines.append((f"ran before; {runs}", "muted"))
+    attrs = _SKIPPED_ATTRS if skipped else _ANSWER_ATTRS if is_answer else _ATTRS[status]
+    return _Node(name="", attrs=attrs, label=lines)  # shared: read only
+
+
+_BR = '<BR ALIGN="LEFT"/>'
+_PLAIN = (StepStatus.QUEUED, StepStatus.BLOCKED, StepStatus.RUNNING, StepStatus.DONE)
+
+
+def _preview(value: Any, limit: int | None) -> str:
+    """``preview(value, limit)``, at once for the common text: printable ASCII with single
+    inner spaces has nothing to clean and no whitespace to collapse."""
+    if (type(value) is str and value.isascii() and value.isprintable() and "  " not in value
+            and value[:1] != " " and value[-1:] != " "):
+        return value if limit is None or len(value) <= limit else truncate(value, limit)
+    return preview(value, limit)
+
+
+def _plain_step_line(name: str, number: int, sid: str, step: TaskStep | None, status: StepStatus,
+                     out: TaskStepOutput | None, limit: int, wrap: int) -> str | None:
+    """``_node_line(_step_node(...))`` of the most common step, in one go (the live graph draws
+    one or two per step): queued, blocked, running, or done with a plain output, without
+    approvals, failures, undo runs, tools or thought, every line within ``wrap``. None for
+    any other step (the caller checks failures and undo runs)."""
+    if step is None or status not in _PLAIN or APPROVAL_KEY in step.step_state:
+        return None
+    if status is _S_DONE and (out is None or out.is_last or out.reasoning or out.tool_outputs
+                              or type(out.output) is SkippedOutput):
+        return None
+    esc = html.escape
+    value = _VALUE[status]
+    short, short_esc = _short_esc(sid)
+    if len(value) + len(short) + len(str(number)) + 5 > wrap:  # the head, f"#{number} {value} · {short}"
+        return None
+    # the status names need no escaping (_PLAIN_VALUES): only the id may
+    parts = [f"<B>#{number} {value} · {short_esc}</B>{_BR}" if _PLAIN_VALUES else
+             f"<B>{esc(f'#{number} {value} · {short}')}</B>{_BR}"]
+    if step.input is not None:
+        text = f"in: {_preview(step.input, limit)}"
+        if len(text) > wrap:
+            return None
+        parts.append(esc(text) + _BR)
+    if status is _S_DONE:
+        text = output_text(out.output)  # type: ignore[union-attr]
+        if text:
+            text = f"out: {_preview(text, limit)}"
+            if len(text) > wrap:
+                return None
+            parts.append(esc(text) + _BR)
+        metrics = _metrics(out)  # type: ignore[arg-type]
+        if metrics:
+            if len(metrics) > wrap:
+                return None
+            parts.append(f"<I>{esc(metrics)}</I>{_BR}")
+    return f"  {name} [label=<{''.join(parts)}>, {_CONST_ATTRS[id(_ATTRS[status])][1]}];"
+
+
+def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int) -> _Node:
+    """A run that ``undo_step`` took back: everything it did, dashed, so the learner sees it."""
+    which = f" {nth}/{of}" if of > 1 else ""
+    lines: list[tuple[str, str]] = [
+        (f"#{number} undone run{which} · {short_id(out.task_step.step_id)}", "head")
+    ]
+    if out.input is not None:  # what this run had (an undo may have given the step new input)
+        lines.append((f"in: {preview(out.input, limit)}", "text"))
+    lines.extend(_output_lines(out, limit))
+    if len(lines) == 1:
+        lines.append(("(no output)", "muted"))
+    fill, border, font = STATUS_COLORS[StepStatus.UNDONE]
+    attrs = {"fillcolor": fill, "color": border, "fontcolor": font, "style": _STYLES[StepStatus.UNDONE]}
+    return _Node(name="", attrs=attrs, label=lines)
+
+
+def _label_piece(text: str, kind: str, wrap: int) -> str:
+    """One line of a label, wrapped at ``wrap``, escaped and styled by ``kind``."""
+    if text and len(text) <= wrap:  # the common case: one piece
+        esc = html.escape(text, quote=True)
+        if kind == "head":
+            return f'<B>{esc}</B><BR ALIGN="LEFT"/>'
+        if kind == "error":
+            return f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT><BR ALIGN="LEFT"/>'
+        if kind == "muted":
+            return f'<I>{esc}</I><BR ALIGN="LEFT"/>'
+        return esc + '<BR ALIGN="LEFT"/>'
+    parts: list[str] = []
+    for piece in wrap_lines(text, wrap):
+        if not piece:
+            continue
+        esc = html.escape(piece, quote=True)
+        if kind == "head":
+            esc = f"<B>{esc}</B>"
+        elif kind == "error":
+            esc = f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT>'
+        elif kind == "muted":
+            esc = f"<I>{esc}</I>"
+        parts.append(esc + '<BR ALIGN="LEFT"/>')
+    return "".join(parts)
+
+
+def _render_label(lines: list[tuple[str, str]], wrap: int) -> str:
+    parts = ["<"]
+    for text, kind in lines:
+        if text and len(text) <= wrap:  # _label_piece's common case, inline
+            parts.append(_PIECE.get(kind, _PIECE["text"]).format(html.escape(text, quote=True)))
+        else:
+            parts.append(_label_piece(text, kind, wrap))
+    parts.append(">")
+    return "".join(parts)
+
+
+_PIECE = {
+    "head": '<B>{}</B><BR ALIGN="LEFT"/>',
+    "error": '<FONT COLOR="' + _ERROR_COLOR + '">{}</FONT><BR ALIGN="LEFT"/>',
+    "muted": '<I>{}</I><BR ALIGN="LEFT"/>',
+    "text": '{}<BR ALIGN="LEFT"/>',
+}
+
+
+def _attr_list(attrs: dict[str, str]) -> str:
+    """The attributes of a node, after its label."""
+    # Values are our own constants (colours, styles, numbers), quoted for DOT; labels are <...>.
+    items = []
+    for key, value in attrs.items():
+        items.append(f"{key}={value}" if key == "label" else f'{key}="{value}"')
+    return ", ".join(items)
+
+
+# The graph's background is transparent (no white box on a dark page) and every text sits on
+# a light shape: nodes are filled, and the title (and an edge's label) is in a light table.
+TITLE_BG = "#f8fafc"
+_TITLE_OPEN = (f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5" BGCOLOR="{TITLE_BG}" '
+               'STYLE="rounded"><TR><TD ALIGN="LEFT" BALIGN="LEFT">')
+_TITLE_CLOSE = "</TD></TR></TABLE>"
+
+
+def boxed_label(inner: str) -> str:
+    """An HTML-like label whose text (``inner``: label markup without the outer ``<>``) sits
+    in a light rounded box, readable on a light or a dark page."""
+    return f"<{_TITLE_OPEN}{inner}{_TITLE_CLOSE}>"
+
+
+_ATTR_TEXT: dict[tuple[tuple[str, str], ...], str] = {}  # our own constants: a handful of combinations
+
+
+def _node_line(node: _Node, wrap: int) -> str:
+    attrs = node.attrs
+    const = _CONST_ATTRS.get(id(attrs))
+    if const is not None and const[0] is attrs:  # a status's own attributes
+        rest = const[1]
+    else:
+        key = tuple(attrs.items())
+        rest = _ATTR_TEXT.get(key)
+        if rest is None:
+            rest = _ATTR_TEXT[key] = _attr_list(attrs)
+    return f"  {node.name} [label={_render_label(node.label, wrap)}, {rest}];"
+
+
+for _attrs in (*_ATTRS.values(), _ANSWER_ATTRS, _SKIPPED_ATTRS):
+    _CONST_ATTRS[id(_attrs)] = (_attrs, _attr_list(_attrs))
