@@ -124,23 +124,24 @@ def test_the_live_graph_redraws_once_per_fast_step_and_shows_the_full_redraw_tex
 
 
 def _count_node_lines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    import nbagent.viz.dot_live as dot_live
+    """Count the node lines the live text draws (steps, runs and ghosts)."""
+    import nbagent.viz.dot.live_text as live_text
 
     calls = [0]
-    real = dot_live._node_line
+    real = live_text._node_line
 
     def counting(node: Any, wrap: int) -> str:
         calls[0] += 1
         return real(node, wrap)
 
-    monkeypatch.setattr(dot_live, "_node_line", counting)
+    monkeypatch.setattr(live_text, "_node_line", counting)
     return calls
 
 
 def test_after_an_undo_and_a_failure_each_step_draws_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Node text is drawn once per change: a steady step draws its own node when it is done,
     the next step's node and the growing run's node, and never the settled steps again,
-    also after an undo or a failure (no fall back to the whole walk)."""
+    also after an undo or a failure (no fall back to the whole walk, no rollback)."""
     worker = CountingWorker(target=10_000)
     runner = AgentRunner(worker)  # type: ignore[arg-type]
     task = runner.create_task("go")
@@ -150,7 +151,7 @@ def test_after_an_undo_and_a_failure_each_step_draws_only_what_changed(monkeypat
     for _ in range(200):
         runner.run_step(task)
         live.render()
-    per_step = []
+    per_step, rolled = [], []
     for event in ["undo", *["step"] * 60, "fail", *["step"] * 60]:
         if event == "undo":
             runner.undo_step(task)
@@ -161,12 +162,13 @@ def test_after_an_undo_and_a_failure_each_step_draws_only_what_changed(monkeypat
             worker.fail_on = set()
         else:
             runner.run_step(task)
-        before = calls[0]
+        before, rollbacks = calls[0], live.rollbacks
         assert live.render() == task_to_dot(state)
         per_step.append(calls[0] - before)
+        rolled.append(live.rollbacks - rollbacks)
     assert live.full_renders == 0 and live.restarts == 1  # once, when the task grew past collapse_after
-    assert live.appends >= 110  # the steps after the undo and the failure take the short path again
-    assert max(per_step) <= 4, per_step
+    assert rolled == [1] + [0] * 121  # the undo only (the failed step is after the prefix): then one step settles per step
+    assert max(per_step) <= 3, per_step  # the step that ran, the one it queued, the growing run
     assert len(state.steps) - live.s <= 4 + 1  # only the last keep_ends steps and the queued one move
 
 
@@ -221,9 +223,8 @@ def test_the_html_fallback_sends_dot_and_draws_its_picture_only_when_redraws_pau
 
 @pytest.mark.parametrize("renderer", ["anywidget", "html"])
 def test_the_widget_sends_each_redraw_as_ipywidgets_would_and_observers_still_hear_it(renderer: str) -> None:
-    """The live graph stores the text and sends the comm message itself (set_synced): the
-    message must be the one ipywidgets' own trait path sends, and an observer of the trait
-    must still be called (the ordinary path then runs)."""
+    """Each redraw is one trait assignment: one comm message, the one ipywidgets' own trait
+    path sends, and observers of the trait (or of every trait) hear it once."""
     from nbagent.viz.live import live_view_available
 
     if renderer == "anywidget" and not live_view_available():

@@ -5,7 +5,7 @@ It listens to the runner's events and redraws (throttled: at most one redraw per
 compiled to WASM (``graphviz-anywidget``), so no ``dot`` program is needed for the live view;
 without that package the view is an ``ipywidgets.HTML``: each redraw sends the DOT text, and
 the picture is drawn with ``dot`` only once the redraws pause (``SVG_IDLE_S``). The text is
-kept up to date in O(what changed) (``nbagent.viz.dot_live``). Where no
+kept up to date in O(what changed) (``nbagent.viz.dot.live_text``). Where no
 widget frontend runs (nbconvert, nbval, GitHub) the displayed output still shows the graph:
 the mimebundle carries a static ``image/svg+xml`` / ``text/html`` next to the widget view.
 """
@@ -13,7 +13,6 @@ the mimebundle carries a static ``image/svg+xml`` / ``text/html`` next to the wi
 from __future__ import annotations
 
 import asyncio
-import functools
 import html
 import logging
 import threading
@@ -225,51 +224,6 @@ def graph_widget(renderer: str, dot_source: str) -> tuple[Any, bool]:
     return widget, cls is not None
 
 
-_TRAIT_ALL: list[Any] = [object()]  # traitlets.All (an observer of every trait), once traitlets is imported
-
-
-@functools.lru_cache(maxsize=64)
-def _plain_text_trait(cls: type, name: str) -> bool:
-    """Whether ``cls.name`` is a synced ``traitlets.Unicode`` that nothing in the class
-    watches or checks (no ``_name_changed`` method, no ``@validate``), with the private
-    state that :func:`set_synced` reads."""
-    import traitlets
-
-    _TRAIT_ALL[0] = traitlets.All
-    trait = cls.class_traits().get(name)
-    return (type(trait) is traitlets.Unicode and trait.metadata.get("sync") is True and not trait.read_only
-            and "to_json" not in trait.metadata and not hasattr(cls, f"_{name}_changed")
-            and all(hasattr(cls, a) for a in ("_send", "comm", "keys", "_property_lock", "_holding_sync")))
-
-
-def set_synced(widget: Any, name: str, value: str) -> None:
-    """``setattr(widget, name, value)`` for a synced text trait, without traitlets' and
-    ipywidgets' generic path when only the frontend listens: no validation, no observer
-    lookup, no ``get_state`` (which lists every trait of the class): about 20 us of a live
-    graph's redraw. The value is stored and the same ``update`` message is sent on the
-    widget's comm as ``send_state(name)`` sends. Anything else (an observer or validator
-    of the trait, held or locked sync, notifications on hold, a value that is not a str)
-    takes the ordinary path."""
-    try:
-        values, notifiers = widget._trait_values, widget._trait_notifiers
-        ordinary = (type(value) is not str or name not in values or values.get("_property_lock")
-                    or widget._holding_sync or widget._cross_validation_lock or name in widget._trait_validators
-                    or "notify_change" in widget.__dict__ or not _plain_text_trait(type(widget), name)
-                    or (notifiers and (name in notifiers or _TRAIT_ALL[0] in notifiers)))
-    except AttributeError:  # another widget library: the ordinary path
-        ordinary = True
-    if ordinary:
-        setattr(widget, name, value)
-        return
-    old = values[name]
-    values[name] = value
-    if old == value:
-        return
-    comm = values.get("comm")
-    if comm is not None and getattr(comm, "kernel", True) is not None and name in widget.keys:
-        widget._send({"method": "update", "state": {name: value}, "buffer_paths": []}, buffers=[])
-
-
 def _resolve_task_id(runner: AgentRunner, task: TaskRef | None) -> str | None:
     if task is None:
         return next(reversed(runner.tasks), None) if runner.tasks else None
@@ -302,7 +256,7 @@ class LiveGraph:
         self.dot_kwargs = dict(dot_kwargs)
         self._task_id = _resolve_task_id(runner, task)
         self._source = ""
-        self._live: Any = None  # the incremental DOT of the shown task (nbagent.viz.dot_live)
+        self._live: Any = None  # the incremental DOT of the shown task (nbagent.viz.dot.live_text)
         self.redraws = 0
         # the HTML fallback shows the DOT text at each redraw; ``dot`` draws the picture only
         # once redraws pause for SVG_IDLE_S (one timer at a time), or on flush()/display
@@ -345,7 +299,7 @@ class LiveGraph:
         state = self.state
         if state is None:
             return EMPTY_DOT
-        from nbagent.viz.dot_live import LiveDot
+        from nbagent.viz.dot.live_text import LiveDot
 
         live = self._live = LiveDot(state, **self.dot_kwargs)
         return live.render()
@@ -427,9 +381,9 @@ class LiveGraph:
             self._source = source
             self.redraws += 1
             if self.in_browser:
-                set_synced(self.widget, "dot_source", source)
+                self.widget.dot_source = source
             else:
-                set_synced(self.widget, "value", self._svg_html + _dot_block(source))
+                self.widget.value = self._svg_html + _dot_block(source)
                 self._svg_due = time.monotonic() + self.SVG_IDLE_S
                 if self._svg_timer is None:
                     self._start_svg_timer(self.SVG_IDLE_S)

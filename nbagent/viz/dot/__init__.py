@@ -5,8 +5,10 @@ snapshot-tested, used where no Graphviz runs, and kept up to date step by step.
 - ``labels``: each node's text, escaped, and its attributes;
 - ``collapse``: long chains of plain steps drawn as one node, undone runs as dashed ghosts;
 - ``task_dot``: ``task_to_dot``, the whole text;
-- ``live_state`` and ``live_text``: ``LiveDot``, the same text kept up to date in O(what
-  changed) for the live graph (imported only by the live view).
+- ``live_state``, ``live_frame`` and ``live_text``: ``LiveDot``, the same text kept up to
+  date in O(what changed) for the live graph: what it keeps of the task and how it follows
+  it, the steps after the settled prefix as drawn now, and the text (imported only by the
+  live view).
 """
 
 from __future__ import annotations

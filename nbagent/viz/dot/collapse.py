@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nbagent.engine.state import StepStatus
-from nbagent.text import short_id
+from nbagent.viz.dot.labels import _const_attrs, _short
 from nbagent.viz.dot.model import STATUS_COLORS, _Graph, _Node, is_skipped
 
 if TYPE_CHECKING:
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from nbagent.schema import TaskStepOutput
 
 _MIN_CHAIN = 2
+_COLLAPSED_ATTRS = _const_attrs({"shape": "box3d", "style": "filled", "fillcolor": STATUS_COLORS[StepStatus.DONE][0],
+                                 "color": STATUS_COLORS[StepStatus.DONE][1], "fontcolor": STATUS_COLORS[StepStatus.DONE][2]})
 
 
 def _collapsible(
@@ -97,7 +99,7 @@ def _collapsed_node_of(count: int, first: str, last: str, n_first: int, n_last: 
                        latency: float | None, tokens: int | None) -> _Node:
     lines = [
         (f"… {count} steps …", "head"),
-        (f"#{n_first}–#{n_last} · {short_id(first)} … {short_id(last)}", "text"),
+        (f"#{n_first}–#{n_last} · {_short(first)} … {_short(last)}", "text"),
     ]
     metrics = []
     if latency is not None:
@@ -106,9 +108,7 @@ def _collapsed_node_of(count: int, first: str, last: str, n_first: int, n_last: 
         metrics.append(f"{tokens} tok")
     if metrics:
         lines.append((" · ".join(metrics), "muted"))
-    fill, border, font = STATUS_COLORS[StepStatus.DONE]
-    attrs = {"shape": "box3d", "style": "filled", "fillcolor": fill, "color": border, "fontcolor": font}
-    return _Node(name="", attrs=attrs, label=lines)
+    return _Node(name="", attrs=_COLLAPSED_ATTRS, label=lines)  # attrs shared: read only
 
 
 def _undone_runs(

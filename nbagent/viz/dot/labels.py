@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from typing import TYPE_CHECKING, Any
 
 from nbagent.approval import APPROVAL_KEY, decisions_of
 from nbagent.costs import cost_label
 from nbagent.engine.state import StepStatus
 from nbagent.mcp import tool_server
-from nbagent.schema import SkippedOutput
 from nbagent.text import args_preview, clean, output_text, preview, short_id, truncate, wrap_lines
 from nbagent.viz.dot.model import (
     _STYLES,
@@ -74,6 +74,15 @@ def _head(number: int, status: StepStatus, out: TaskStepOutput | None, ran_befor
     return f"#{number} {_VALUE[status]}"
 
 
+def _preview(value: Any, limit: int | None) -> str:
+    """``preview(value, limit)``, at once for the common text: printable ASCII with single
+    inner spaces has nothing to clean and no whitespace to collapse."""
+    if (type(value) is str and value.isascii() and value.isprintable() and "  " not in value
+            and value[:1] != " " and value[-1:] != " "):
+        return value if limit is None or len(value) <= limit else truncate(value, limit)
+    return preview(value, limit)
+
+
 def _metrics(out: TaskStepOutput) -> str:
     parts = []
     if isinstance(out.latency_s, (int, float)):
@@ -93,28 +102,28 @@ def _metrics(out: TaskStepOutput) -> str:
 def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
     if out.reasoning:
-        lines.append((f"thought: {preview(out.reasoning, limit)}", "text"))
+        lines.append((f"thought: {_preview(out.reasoning, limit)}", "text"))
     tool_outputs = list(out.tool_outputs or [])
     for t in tool_outputs[:_MAX_TOOL_LINES]:
         call = f"{clean(t.tool_name)}({args_preview(t.raw_input)})"
         server = tool_server(t)  # an MCP tool: say which server answered
-        label = f"call ({preview(clean(server), 40)}): " if server else "call: "
-        lines.append((f"{label}{preview(call, limit)}", "text"))
+        label = f"call ({_preview(clean(server), 40)}): " if server else "call: "
+        lines.append((f"{label}{_preview(call, limit)}", "text"))
         if t.is_error:
-            lines.append((f"obs (error): {preview(t.content, limit)}", "error"))
+            lines.append((f"obs (error): {_preview(t.content, limit)}", "error"))
         else:
-            lines.append((f"obs: {preview(t.content, limit)}", "text"))
+            lines.append((f"obs: {_preview(t.content, limit)}", "text"))
     if len(tool_outputs) > _MAX_TOOL_LINES:
         lines.append((f"+{len(tool_outputs) - _MAX_TOOL_LINES} more calls", "muted"))
     text = output_text(out.output)
     if out.is_last:
         typed = getattr(out.output, "structured_response", None)
         if typed is not None:  # the typed answer: its class and fields
-            lines.append((f"answer: {preview(typed_preview(typed), limit)}", "head"))
+            lines.append((f"answer: {_preview(typed_preview(typed), limit)}", "head"))
         else:
-            lines.append((f"answer: {preview(text, limit)}", "head"))
+            lines.append((f"answer: {_preview(text, limit)}", "head"))
     elif text:
-        lines.append((f"out: {preview(text, limit)}", "text"))
+        lines.append((f"out: {_preview(text, limit)}", "text"))
     metrics = _metrics(out)
     if metrics:
         lines.append((metrics, "muted"))
@@ -128,21 +137,20 @@ def _approval_lines(step: TaskStep, limit: int) -> list[tuple[str, str]]:
         call = f"{clean(c.get('tool_name'))}({args_preview(c.get('arguments') or {})})"
         d = c.get("decision")
         if not c.get("needs_approval"):
-            lines.append((f"with: {preview(call, limit)}", "muted"))
+            lines.append((f"with: {_preview(call, limit)}", "muted"))
         elif d is None:
-            lines.append((f"approve? {preview(call, limit)}", "error"))
+            lines.append((f"approve? {_preview(call, limit)}", "error"))
         elif d.get("decision") == "approved":
             edited = d.get("arguments")
             what = f" as ({args_preview(edited)})" if edited is not None else ""
-            lines.append((preview(f"approved by {clean(d.get('by'))}: {call}{what}", limit), "text"))
+            lines.append((_preview(f"approved by {clean(d.get('by'))}: {call}{what}", limit), "text"))
         else:
             why = f": {clean(d.get('reason'))}" if d.get("reason") else ""
-            lines.append((preview(f"rejected by {clean(d.get('by'))}: {call}{why}", limit), "error"))
+            lines.append((_preview(f"rejected by {clean(d.get('by'))}: {call}{why}", limit), "error"))
     return lines
 
 
 _VALUE = {st: st.value for st in StepStatus}
-_PLAIN_VALUES = all(html.escape(v) == v for v in _VALUE.values())  # status names: nothing to escape
 _ATTRS = {
     st: {"fillcolor": STATUS_COLORS[st][0], "color": STATUS_COLORS[st][1], "fontcolor": STATUS_COLORS[st][2],
          "style": _STYLES[st]}
@@ -165,18 +173,6 @@ def _short(step_id: Any) -> str:
     return _short_str(step_id) if type(step_id) is str else short_id(step_id)
 
 
-@functools.lru_cache(maxsize=4096)
-def _short_esc_str(step_id: str) -> tuple[str, str]:
-    short = short_id(step_id)
-    return short, html.escape(short)
-
-
-def _short_esc(step_id: Any) -> tuple[str, str]:
-    """``_short`` and its HTML escape (the id is drawn in labels)."""
-    if type(step_id) is str:
-        return _short_esc_str(step_id)
-    short = short_id(step_id)
-    return short, html.escape(short)
 _S_DONE, _S_UNDONE, _S_FAILED, _S_HELD = StepStatus.DONE, StepStatus.UNDONE, StepStatus.FAILED, StepStatus.HELD
 
 
@@ -196,26 +192,26 @@ def _step_node(
     head = _head(number, status, out, bool(undone_outs))
     lines: list[tuple[str, str]] = [(f"{head} · {_short(sid)}", "head")]
     if step is not None and step.input is not None:
-        lines.append((f"in: {preview(step.input, limit)}", "text"))
+        lines.append((f"in: {_preview(step.input, limit)}", "text"))
     if status is _S_HELD:
         lines.append(("held: release_step() lets it run", "muted"))
     if step is not None and APPROVAL_KEY in step.step_state:
         lines.extend(_approval_lines(step, limit))
     if skipped:
         reason = out.output.reason  # type: ignore[union-attr]
-        lines.append((preview(f"not run: {reason}" if reason != SKIPPED else "not run", limit), "muted"))
+        lines.append((_preview(f"not run: {reason}" if reason != SKIPPED else "not run", limit), "muted"))
     elif out is not None:
         lines.extend(_output_lines(out, limit))
     if failures:
         last = failures[-1]
         if status is _S_FAILED:
             err = f"error: {last.error_type}: {last.message}"
-            lines.append((preview(err, limit), "error"))
+            lines.append((_preview(err, limit), "error"))
             if last.attempt > 1:
                 lines.append((f"attempt {last.attempt}", "muted"))
         else:
             n = len(failures)
-            lines.append((preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
+            lines.append((_preview(f"failed {n}× before ({last.error_type})", limit), "muted"))
     if undone_outs and status is not _S_UNDONE:
         n = len(undone_outs)
         runs = "its undone run is dashed" if n == 1 else f"its {n} undone runs are dashed"
@@ -227,58 +223,6 @@ def _step_node(
     return _Node(name="", attrs=attrs, label=lines)  # shared: read only
 
 
-_BR = '<BR ALIGN="LEFT"/>'
-_PLAIN = (StepStatus.QUEUED, StepStatus.BLOCKED, StepStatus.RUNNING, StepStatus.DONE)
-
-
-def _preview(value: Any, limit: int | None) -> str:
-    """``preview(value, limit)``, at once for the common text: printable ASCII with single
-    inner spaces has nothing to clean and no whitespace to collapse."""
-    if (type(value) is str and value.isascii() and value.isprintable() and "  " not in value
-            and value[:1] != " " and value[-1:] != " "):
-        return value if limit is None or len(value) <= limit else truncate(value, limit)
-    return preview(value, limit)
-
-
-def _plain_step_line(name: str, number: int, sid: str, step: TaskStep | None, status: StepStatus,
-                     out: TaskStepOutput | None, limit: int, wrap: int) -> str | None:
-    """``_node_line(_step_node(...))`` of the most common step, in one go (the live graph draws
-    one or two per step): queued, blocked, running, or done with a plain output, without
-    approvals, failures, undo runs, tools or thought, every line within ``wrap``. None for
-    any other step (the caller checks failures and undo runs)."""
-    if step is None or status not in _PLAIN or APPROVAL_KEY in step.step_state:
-        return None
-    if status is _S_DONE and (out is None or out.is_last or out.reasoning or out.tool_outputs
-                              or type(out.output) is SkippedOutput):
-        return None
-    esc = html.escape
-    value = _VALUE[status]
-    short, short_esc = _short_esc(sid)
-    if len(value) + len(short) + len(str(number)) + 5 > wrap:  # the head, f"#{number} {value} · {short}"
-        return None
-    # the status names need no escaping (_PLAIN_VALUES): only the id may
-    parts = [f"<B>#{number} {value} · {short_esc}</B>{_BR}" if _PLAIN_VALUES else
-             f"<B>{esc(f'#{number} {value} · {short}')}</B>{_BR}"]
-    if step.input is not None:
-        text = f"in: {_preview(step.input, limit)}"
-        if len(text) > wrap:
-            return None
-        parts.append(esc(text) + _BR)
-    if status is _S_DONE:
-        text = output_text(out.output)  # type: ignore[union-attr]
-        if text:
-            text = f"out: {_preview(text, limit)}"
-            if len(text) > wrap:
-                return None
-            parts.append(esc(text) + _BR)
-        metrics = _metrics(out)  # type: ignore[arg-type]
-        if metrics:
-            if len(metrics) > wrap:
-                return None
-            parts.append(f"<I>{esc(metrics)}</I>{_BR}")
-    return f"  {name} [label=<{''.join(parts)}>, {_CONST_ATTRS[id(_ATTRS[status])][1]}];"
-
-
 def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int) -> _Node:
     """A run that ``undo_step`` took back: everything it did, dashed, so the learner sees it."""
     which = f" {nth}/{of}" if of > 1 else ""
@@ -286,7 +230,7 @@ def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int)
         (f"#{number} undone run{which} · {short_id(out.task_step.step_id)}", "head")
     ]
     if out.input is not None:  # what this run had (an undo may have given the step new input)
-        lines.append((f"in: {preview(out.input, limit)}", "text"))
+        lines.append((f"in: {_preview(out.input, limit)}", "text"))
     lines.extend(_output_lines(out, limit))
     if len(lines) == 1:
         lines.append(("(no output)", "muted"))
@@ -295,49 +239,27 @@ def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int)
     return _Node(name="", attrs=attrs, label=lines)
 
 
+_BR = '<BR ALIGN="LEFT"/>'
+_STYLE = {"head": ("<B>", "</B>"), "error": (f'<FONT COLOR="{_ERROR_COLOR}">', "</FONT>"), "muted": ("<I>", "</I>")}
+_PLAIN = ("", "")
+_SPECIAL = re.compile("[&<>\"']")
+
+
+def _escape(text: str) -> str:
+    """``html.escape(text, quote=True)``, at once when there is nothing to escape."""
+    return html.escape(text, quote=True) if _SPECIAL.search(text) else text
+
+
 def _label_piece(text: str, kind: str, wrap: int) -> str:
     """One line of a label, wrapped at ``wrap``, escaped and styled by ``kind``."""
+    start, end = _STYLE.get(kind, _PLAIN)
     if text and len(text) <= wrap:  # the common case: one piece
-        esc = html.escape(text, quote=True)
-        if kind == "head":
-            return f'<B>{esc}</B><BR ALIGN="LEFT"/>'
-        if kind == "error":
-            return f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT><BR ALIGN="LEFT"/>'
-        if kind == "muted":
-            return f'<I>{esc}</I><BR ALIGN="LEFT"/>'
-        return esc + '<BR ALIGN="LEFT"/>'
-    parts: list[str] = []
-    for piece in wrap_lines(text, wrap):
-        if not piece:
-            continue
-        esc = html.escape(piece, quote=True)
-        if kind == "head":
-            esc = f"<B>{esc}</B>"
-        elif kind == "error":
-            esc = f'<FONT COLOR="{_ERROR_COLOR}">{esc}</FONT>'
-        elif kind == "muted":
-            esc = f"<I>{esc}</I>"
-        parts.append(esc + '<BR ALIGN="LEFT"/>')
-    return "".join(parts)
+        return f"{start}{_escape(text)}{end}{_BR}"
+    return "".join([f"{start}{_escape(piece)}{end}{_BR}" for piece in wrap_lines(text, wrap) if piece])
 
 
 def _render_label(lines: list[tuple[str, str]], wrap: int) -> str:
-    parts = ["<"]
-    for text, kind in lines:
-        if text and len(text) <= wrap:  # _label_piece's common case, inline
-            parts.append(_PIECE.get(kind, _PIECE["text"]).format(html.escape(text, quote=True)))
-        else:
-            parts.append(_label_piece(text, kind, wrap))
-    parts.append(">")
-    return "".join(parts)
-
-
-_PIECE = {
-    "head": '<B>{}</B><BR ALIGN="LEFT"/>',
-    "error": '<FONT COLOR="' + _ERROR_COLOR + '">{}</FONT><BR ALIGN="LEFT"/>',
-    "muted": '<I>{}</I><BR ALIGN="LEFT"/>',
-    "text": '{}<BR ALIGN="LEFT"/>',
-}
+    return f"<{''.join([_label_piece(text, kind, wrap) for text, kind in lines])}>"
 
 
 def _attr_list(attrs: dict[str, str]) -> str:
@@ -379,5 +301,12 @@ def _node_line(node: _Node, wrap: int) -> str:
     return f"  {node.name} [label={_render_label(node.label, wrap)}, {rest}];"
 
 
+def _const_attrs(attrs: dict[str, str]) -> dict[str, str]:
+    """``attrs``, registered as a constant: ``_node_line`` writes its text once, not per node
+    (never change a registered dict: nodes share it)."""
+    _CONST_ATTRS[id(attrs)] = (attrs, _attr_list(attrs))
+    return attrs
+
+
 for _attrs in (*_ATTRS.values(), _ANSWER_ATTRS, _SKIPPED_ATTRS):
-    _CONST_ATTRS[id(_attrs)] = (_attrs, _attr_list(_attrs))
+    _const_attrs(_attrs)

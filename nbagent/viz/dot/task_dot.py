@@ -149,16 +149,18 @@ def _title_top(task_id: str, task_input: str, task_status: str, max_label: int, 
 
 
 def _header_from(top: str, counts: dict[str, int], rankdir: str, wrap: int) -> list[str]:
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    summary = ", ".join([f"{n} {s}" for s, n in counts.items() if n])
     label = boxed_label(top + _label_piece(summary or "no steps", "muted", max(wrap, 60)))
-    return [
-        "digraph task {",
-        f'  graph [rankdir="{rankdir}", bgcolor="transparent", pad="0.1", fontname="{_FONT}", fontsize="11", '
-        f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
-        f"label={label}];",
-        f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];',
-        f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7"];',
-    ]
+    return ["digraph task {", f"{_GRAPH_OPEN[rankdir]}label={label}];", _NODE_DEFAULTS, _EDGE_DEFAULTS]
+
+
+_GRAPH_OPEN = {
+    rankdir: f'  graph [rankdir="{rankdir}", bgcolor="transparent", pad="0.1", fontname="{_FONT}", fontsize="11", '
+             f'fontcolor="{_TITLE_COLOR}", labelloc="t", labeljust="l", nodesep="0.3", ranksep="0.35", '
+    for rankdir in RANKDIRS
+}
+_NODE_DEFAULTS = f'  node [shape="box", fontname="{_FONT}", fontsize="10", margin="0.12,0.06"];'
+_EDGE_DEFAULTS = f'  edge [color="{_EDGE_COLOR}", arrowsize="0.7"];'
 
 
 def _legend_lines(wrap: int) -> list[str]:
