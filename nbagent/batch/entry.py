@@ -18,12 +18,12 @@ from nbagent.registry import show
 from nbagent.schema import AgentChatResponse
 
 if TYPE_CHECKING:
-    from nbagent.batch.isolate import BatchRunner
+    from nbagent.runner.base import AgentRunner
 
 __all__ = ["run_batch", "arun_batch"]
 
 
-async def arun_batch(runner: BatchRunner, inputs: Iterable[str], **options: Any) -> BatchRun:
+async def arun_batch(runner: AgentRunner, inputs: Iterable[str], **options: Any) -> BatchRun:
     """Run one task per input on the running loop; see ``run_batch``."""
     progress = options.pop("progress", False)
     batch = BatchRun(runner, list(inputs) if not isinstance(inputs, (str, bytes)) else inputs, **options)
@@ -36,7 +36,7 @@ async def arun_batch(runner: BatchRunner, inputs: Iterable[str], **options: Any)
 
 
 def run_batch(
-    runner: BatchRunner,
+    runner: AgentRunner,
     inputs: Iterable[str],
     *,
     max_concurrency: int = 16,

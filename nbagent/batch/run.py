@@ -33,6 +33,7 @@ from nbagent.schema import AgentChatResponse
 if TYPE_CHECKING:
     from nbagent.batch.store import BatchStore
     from nbagent.engine.state import TaskState
+    from nbagent.runner.base import AgentRunner
     from nbagent.schema import Task
     from nbagent.viz.batch import BatchGrid
     from nbagent.viz.graph import StepGraph
@@ -50,7 +51,7 @@ class BatchRun(BatchScheduler):
 
     def __init__(
         self,
-        runner: BatchRunner,
+        runner: AgentRunner,
         inputs: Sequence[str],
         *,
         max_concurrency: int = 16,
