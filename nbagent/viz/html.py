@@ -30,6 +30,7 @@ from nbagent.viz.dot import (
     task_to_dot,
 )
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str, short_id
+from nbagent.viz.render import render_svg
 
 if TYPE_CHECKING:
     from nbagent.branches import BranchComparison, BranchStep
@@ -613,8 +614,6 @@ def graph_html(state: TaskState, *, svg: str | None, dot_source: str | None) -> 
 
 
 def _inline_graph(state: TaskState) -> str:
-    from nbagent.viz.graph import render_svg
-
     source = task_to_dot(state)
     try:
         svg = render_svg(source)

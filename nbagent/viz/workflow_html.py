@@ -26,6 +26,7 @@ from nbagent.viz.html import (
     _transcript_body,
     error_html,
 )
+from nbagent.viz.render import pipe_dot, render_svg
 
 if TYPE_CHECKING:
     from nbagent.workflow.agents import BaseWorkflowAgent
@@ -65,8 +66,6 @@ _CALL_STATUS = {
 
 
 def _svg_or_none(source: str) -> str | None:
-    from nbagent.viz.graph import render_svg
-
     try:
         return render_svg(source)
     except Exception:  # noqa: BLE001 - a failing dot falls back to HTML
@@ -103,8 +102,6 @@ class DotDisplay:
 
     def svg(self) -> str | None:
         """The SVG text, or None when ``dot`` is missing."""
-        from nbagent.viz.graph import render_svg
-
         return render_svg(self.source)
 
     def html(self) -> str:
@@ -125,8 +122,6 @@ class DotDisplay:
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write ``.dot``/``.gv`` (the DOT text) or ``.svg``/``.png``/``.pdf`` (needs ``dot``)."""
-        from nbagent.viz.graph import pipe_dot
-
         target = os.fspath(path)
         suffix = os.path.splitext(target)[1].lower()
         if suffix in (".dot", ".gv"):
