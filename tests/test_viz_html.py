@@ -27,7 +27,7 @@ from nbagent.viz import html as H
 from tests.helpers import CountingWorker
 from tests.test_viz_dot import HOSTILE, HOSTILE_TEXT, dot_available, hostile_state, run_plan
 
-_HTML_TAGS = {"div", "span", "code", "pre", "style", "details", "summary", "table", "tr", "th", "td", "ol", "li", "b"}
+_HTML_TAGS = {"div", "span", "code", "pre", "style", "details", "summary", "table", "tr", "th", "td", "ol", "li", "b", "br"}
 _SVG_TAGS = {"svg", "g", "title", "polygon", "path", "text", "ellipse", "polyline"}
 _RAW_HOSTILE = ("<script", "<img", '"]; evil', "\x00", "\x1b", "\u202e", "\ud800")
 SECRET = "sk-SECRET-0123456789abcdef"
@@ -362,3 +362,141 @@ def test_every_step_status_badge_and_timeline_entry_has_a_style_rule(status: Ste
     (badge_class,) = badge_classes.group(1).split()  # one class name, not a sentence of them
     assert f".nbagent .{badge_class}{{" in H.CSS
     assert f"li.nb-l-{badge_class.removeprefix('nb-s-')}{{" in H.CSS
+
+
+# ----- hostile text, one subject module at a time ----------------------------------------------
+
+
+def _hostile_approval_step() -> Any:
+    """A step whose tool call waits for approval, then one rejected; hostile arguments and reason."""
+    from nbagent import FunctionCallingAgent
+    from nbagent.llms.scripted import tool_call
+
+    def delete_file(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: the file to delete
+        """
+        return f"deleted {path}"
+
+    tool = FunctionTool.from_defaults(delete_file, requires_approval=True, description=HOSTILE_TEXT)
+    agent = FunctionCallingAgent.from_tools(
+        [tool], llm=ScriptedLLM([tool_call("delete_file", path=HOSTILE_TEXT), tool_call("delete_file", path=HOSTILE[1]), "ok"])
+    )
+    task = agent.create_task(HOSTILE_TEXT)
+    agent.run_step(task)
+    waiting = H.step_html(agent.get_upcoming_steps(task)[0])
+    (pending,) = agent.pending_approvals(task)
+    agent.reject(task, pending.call_id, reason=HOSTILE_TEXT, by=HOSTILE[0])
+    decided = agent.get_upcoming_steps(task)[0]
+    assert "by &lt;script&gt;alert(1)&lt;/script&gt; at" in H.approval_html(decided)  # who rejected it, escaped
+    return [waiting, H.step_html(decided), H.tool_html(tool)]
+
+
+class _HostileWorker:
+    """A worker that describes itself, and shows its prompt, in hostile text."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": HOSTILE_TEXT, HOSTILE[0]: HOSTILE_TEXT, "tools": list(HOSTILE)}
+
+    def prompt_preview(self) -> str:
+        return HOSTILE_TEXT
+
+
+def _hostile_pages(module: str) -> list[str]:
+    """Every view of one ``viz.html`` subject module, fed hostile text wherever a user, a model,
+    a tool or a server can put some."""
+    from pydantic import BaseModel
+
+    from nbagent.branches import Branch, BranchComparison, BranchStep
+    from nbagent.costs import Cost, StepCost, TaskCost
+    from nbagent.viz.dot import task_to_dot
+
+    runner, task = hostile_state()
+    state = runner.state_of(task)
+    if module == "base":
+        return [H.error_html(HOSTILE_TEXT, RuntimeError(HOSTILE_TEXT))]
+    if module == "chat":
+
+        class Answer(BaseModel):
+            text: str
+
+        message = ChatMessage(role=MessageRole.TOOL, content=HOSTILE_TEXT, name=HOSTILE[1], tool_call_id=HOSTILE[3])
+        memory = ChatMemoryBuffer()
+        memory.put(message)
+        tool_out = ToolOutput(content=HOSTILE_TEXT, tool_name=HOSTILE[0], raw_input={HOSTILE[3]: HOSTILE[2]},
+                              tool_call_id=HOSTILE[1], is_error=True)
+        typed = AgentChatResponse(response=HOSTILE_TEXT, sources=[tool_out])
+        typed.structured_response = Answer(text=HOSTILE_TEXT)  # type: ignore[attr-defined]
+        assert "typed answer" in H.chat_response_html(typed)
+        return [H.message_html(message), H.memory_html(memory), H.transcript_html([message] * 3, recent=1),
+                H.tool_output_html(tool_out), H.chat_response_html(typed)]
+    if module == "steps":
+        return [H.step_output_html(out) for out in state.completed_steps] + _hostile_approval_step()
+    if module == "task":
+        return [H.task_html(task), H.timeline_html(state), H.graph_html(state, svg=None, dot_source=task_to_dot(state))]
+    if module == "agents":
+        return [H.llm_html(ScriptedLLM(["x"], model=HOSTILE_TEXT)), H.worker_html(_HostileWorker()), H.runner_html(runner)]
+    if module == "costs":
+        step = StepCost(step_id=HOSTILE[0], model=HOSTILE_TEXT, cost=Cost(prompt_tokens=3, currency=HOSTILE[1]))
+        return [H.task_cost_html(TaskCost(task_id=HOSTILE[2], steps=[step], total=step.cost))]
+    if module == "branches":
+        row = BranchStep(step_id=HOSTILE[0], status=HOSTILE[3], input=HOSTILE_TEXT, thought=HOSTILE_TEXT,
+                         calls=((HOSTILE_TEXT, HOSTILE_TEXT, True),), output=HOSTILE_TEXT, is_last=True,
+                         tokens=3, cost=HOSTILE[1])
+        left, right = Branch(0, (HOSTILE[0],), True), Branch(1, (HOSTILE[1],), False)
+        return [H.comparison_html(BranchComparison(task_id=HOSTILE[2], left=left, right=right,
+                                                   rows=[(row, row), (row, None)], shared=1))]
+    raise AssertionError(f"no hostile pages for viz.html.{module}")
+
+
+def test_every_subject_module_has_a_hostile_text_test() -> None:
+    import pkgutil
+
+    import nbagent.viz.html as package
+
+    assert {m.name for m in pkgutil.iter_modules(package.__path__)} == set(SUBJECTS)
+
+
+SUBJECTS = ("base", "chat", "steps", "task", "agents", "costs", "branches")
+
+
+@pytest.mark.parametrize("module", SUBJECTS)
+def test_hostile_text_is_inert_in_each_subject_module(module: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("NBAGENT_DOT", "system")  # no dot at all: the timeline, all of it text
+    pages = _hostile_pages(module)
+    assert pages
+    for page in pages:
+        assert "could not be drawn" not in page or module == "base", page[:300]
+        text = assert_inert(page)
+        assert "<script>alert(1)</script>" in text or "<img src=x onerror=alert(1)>" in text, (module, text[:300])
+        assert "&lt;script&gt;" in page or "&lt;img src=x" in page
+
+
+def test_the_pure_views_import_no_widget_or_notebook_library() -> None:
+    """The HTML views, the static graph and its renderer work in a plain Python process: drawing
+    a task, a batch summary and a workflow loads no widget, IPython or progress-bar module."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from tests.test_viz_dot import hostile_state
+from nbagent.viz import html, graph, render, mcp_html, workflow_html, escape
+from tests.test_workflow_viz import handoff_workflow
+runner, task = hostile_state()
+html.task_html(task); graph.StepGraph(runner.state_of(task))._repr_mimebundle_()
+workflow_html.workflow_html(handoff_workflow())
+print(sorted(m for m in sys.modules if m.split(".")[0] in
+      {"ipywidgets", "IPython", "anywidget", "traitlets", "tqdm", "ipykernel", "comm", "graphviz"}))
+"""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"

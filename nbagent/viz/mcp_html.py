@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbagent.viz.escape import html_text, safe_str
-from nbagent.viz.html import _badge, _card, _details, _kv, _line, _pre, _safely
+from nbagent.viz.html.base import _badge, _card, _details, _kv, _line, _pre, _safely
 
 __all__ = ["mcp_tools_html", "mcp_client_html", "mcp_tool_spec_html"]
 

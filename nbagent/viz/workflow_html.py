@@ -1,5 +1,5 @@
 """HTML views of workflows, agents, events and runs: pure functions returning one card each,
-with the CSS, escaping and no-JavaScript rules of ``html.py`` (whose helpers they reuse).
+with the CSS, escaping and no-JavaScript rules of ``viz.html`` (whose helpers they reuse).
 
 ``DotDisplay`` wraps DOT text for notebook display like ``StepGraph``: an inline SVG when the
 ``dot`` program renders it, else static HTML (a list view, plus the DOT source), and always
@@ -14,18 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str
-from nbagent.viz.html import (
-    _badge,
-    _card,
-    _details,
-    _kv,
-    _line,
-    _pre,
-    _safely,
-    _tool_call_block,
-    _transcript_body,
-    error_html,
-)
+from nbagent.viz.html.base import _badge, _card, _details, _kv, _line, _pre, _safely, error_html
+from nbagent.viz.html.chat import _tool_call_block, _transcript_body
 from nbagent.viz.render import pipe_dot, render_svg
 
 if TYPE_CHECKING:
