@@ -128,3 +128,21 @@ def test_the_transcript_of_a_task_is_what_it_saw_and_said() -> None:
     batch = agent.run_batch(questions(1), progress=False)
     texts = [m.text for m in batch.transcript(0)]
     assert texts[0] == "hello 0 0" and texts[1] == "what is 0 + 0 ?" and texts[-1] == "The answer is 0"
+
+
+def test_the_grid_shows_what_the_pure_summary_functions_draw() -> None:
+    """The grid's status line, open task and static fallback are the pure functions' HTML (no
+    widget needed to test or to render them)."""
+    from nbagent.viz.batch.summary import batch_static_html, status_line_html, task_detail_html
+
+    batch = finished_batch(["what is 1 + 2 ?", "boom <b>1</b> 1"])
+    grid = BatchGrid(batch, throttle_s=0)
+    assert grid.static_html() == batch_static_html(batch) == batch_summary_html(batch)
+    grid.click(1)
+    assert grid.detail.value == task_detail_html(batch, batch.items[1])
+    assert "boom &lt;b&gt;1&lt;/b&gt; 1" in grid.detail.value and "ValueError" in grid.detail.value
+    assert grid.status.value == status_line_html(batch)
+    page = grid.static_html()
+    assert page == batch_static_html(batch, 1)
+    assert page.startswith(batch_summary_html(batch) + grid.detail.value)
+    assert '<div class="nbagent nb-graph">' in page and "boom &lt;b&gt;1&lt;/b&gt; 1" in page.split(grid.detail.value)[1]

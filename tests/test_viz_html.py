@@ -488,10 +488,14 @@ def test_the_pure_views_import_no_widget_or_notebook_library() -> None:
 import sys
 from tests.test_viz_dot import hostile_state
 from nbagent.viz import html, graph, render, mcp_html, workflow_html, escape
+from nbagent.viz.batch import summary
 from tests.test_workflow_viz import handoff_workflow
 runner, task = hostile_state()
 html.task_html(task); graph.StepGraph(runner.state_of(task))._repr_mimebundle_()
 workflow_html.workflow_html(handoff_workflow())
+from tests.test_batch import make_agent
+batch = make_agent().run_batch(["what is 1 + 2 ?"], progress=False)
+assert "1 done" in summary.batch_summary_html(batch) and "The answer is 3" in summary.batch_static_html(batch, 0)
 print(sorted(m for m in sys.modules if m.split(".")[0] in
       {"ipywidgets", "IPython", "anywidget", "traitlets", "tqdm", "ipykernel", "comm", "graphviz"}))
 """
