@@ -88,7 +88,7 @@ html_last_updated_fmt = None
 # Type variables (one capital letter) are not documented either.
 UNDOCUMENTED_TYPES = (
     "Event", "StepSnapshot", "ModelPrice", "ReActOutputParser", "ReActChatFormatter",
-    "PrefixView", "Runner", "Turn",
+    "PrefixView", "Runner",
 )
 nitpick_ignore_regex += [
     (r"py:.*", r"nbagent\.(?!workflow\.Event$)[\w.]*\.(%s)" % "|".join(UNDOCUMENTED_TYPES)),

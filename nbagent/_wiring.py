@@ -43,7 +43,7 @@ VIEWS: tuple[tuple[str, str, str], ...] = (
     ("nbagent.workflow.workflow.Workflow", "draw", f"{_WORKFLOW_HTML}:draw_workflow"),
     ("nbagent.workflow.workflow.Workflow", "panel", "nbagent.viz.workflow_panel:WorkflowPanel"),
     ("nbagent.workflow.multi_agent.AgentWorkflow", "draw_agents", f"{_WORKFLOW_HTML}:draw_agents"),
-    ("nbagent.workflow.runtime.WorkflowHandler", "input_box", "nbagent.viz.workflow_live:HumanInputBox"),
+    ("nbagent.workflow.handler.WorkflowHandler", "input_box", "nbagent.viz.workflow_live:HumanInputBox"),
 )
 
 # role -> the class a lower layer creates without importing it

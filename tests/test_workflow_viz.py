@@ -355,6 +355,23 @@ def test_dot_display_save_and_options(tmp_path: Path) -> None:
     assert "text/html" not in DotDisplay(TINY_SNAPSHOT, renderer="html")._repr_mimebundle_(exclude=["text/html"])
 
 
+def test_draw_takes_the_graph_options_by_name_on_a_workflow_and_on_an_agent() -> None:
+    """``draw``'s options are named (rankdir, max_label, wrap); those not given are the view's
+    defaults; an agent draws the one-agent workflow it runs in with the same options."""
+    wf = handoff_workflow()
+    assert wf.draw().source == workflow_to_dot(wf)
+    assert wf.draw(rankdir="LR", max_label=12, wrap=20).source == workflow_to_dot(wf, rankdir="LR", max_label=12, wrap=20)
+    assert 'rankdir="LR"' in wf.draw(rankdir="LR").source
+    with pytest.raises(ValueError, match="rankdir"):
+        wf.draw(rankdir="sideways")
+    with pytest.raises(TypeError):
+        wf.draw(colour="red")  # type: ignore[call-arg]
+    agent = wf.agents["weather"]
+    one = agent._as_workflow()
+    assert agent.draw(rankdir="BT").source == workflow_to_dot(one, rankdir="BT")
+    assert agent.draw().source == workflow_to_dot(one)
+
+
 def test_repr_html_of_workflow_agents_and_events() -> None:
     wf = handoff_workflow()
     assert "AgentWorkflow · 2 agents" in wf._repr_html_()

@@ -25,7 +25,7 @@ from nbagent.viz.live import Throttle, graph_widget, widget_bundle
 
 if TYPE_CHECKING:
     from nbagent.workflow.events import Event
-    from nbagent.workflow.runtime import WorkflowHandler
+    from nbagent.workflow.handler import WorkflowHandler
     from nbagent.workflow.trace import RunTrace
 
 __all__ = ["WorkflowLiveView", "HumanInputBox"]

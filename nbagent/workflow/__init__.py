@@ -12,7 +12,8 @@ from nbagent.workflow.agent_events import (
     ToolCallResult,
 )
 from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
-from nbagent.workflow.checkpoint import Checkpoint, WorkflowCheckpointer
+from nbagent.workflow.checkpoint import Checkpoint
+from nbagent.workflow.checkpointer import WorkflowCheckpointer
 from nbagent.workflow.context import Context, current_context
 from nbagent.workflow.decorators import StepSpec, step
 from nbagent.workflow.errors import (
@@ -41,10 +42,10 @@ from nbagent.workflow.multi_agent import (
     AgentWorkflowStartEvent,
     MaxAgentIterationsError,
 )
-from nbagent.workflow.runtime import WorkflowHandler
+from nbagent.workflow.handler import WorkflowHandler
 from nbagent.workflow.serde import JsonPickleSerializer, JsonSerializer
 from nbagent.workflow.tools import workflow_tool
-from nbagent.workflow.trace import RunTrace
+from nbagent.workflow.trace import RunTrace, ToolCallView, Turn
 from nbagent.workflow.workflow import Workflow
 
 __all__ = [
@@ -71,6 +72,8 @@ __all__ = [
     "StructuredOutputRetry",
     "workflow_tool",
     "RunTrace",
+    "Turn",
+    "ToolCallView",
     "Workflow",
     "step",
     "StepSpec",

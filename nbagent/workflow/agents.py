@@ -44,7 +44,9 @@ from nbagent.workflow.templates import checked_template
 from nbagent.workflow.tools import as_workflow_tools
 
 if TYPE_CHECKING:
-    from nbagent.workflow.runtime import WorkflowHandler
+    from nbagent.viz.workflow_html import DotDisplay
+    from nbagent.viz.workflow_panel import WorkflowPanel
+    from nbagent.workflow.handler import WorkflowHandler
 
 __all__ = ["BaseWorkflowAgent", "FunctionAgent", "ReActAgent", "DEFAULT_AGENT_DESCRIPTION", "default_formatter"]
 
@@ -292,13 +294,16 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         """Resume a run of this agent from a ``Checkpoint``."""
         return self._as_workflow().run_from(checkpoint, **kwargs)  # type: ignore[no-any-return]
 
-    def draw(self, **options: Any) -> Any:
-        """The steps of the workflow this agent runs in, as a displayable graph."""
-        return self._as_workflow().draw(**options)
+    def draw(self, *, rankdir: str | None = None, max_label: int | None = None, wrap: int | None = None
+             ) -> DotDisplay:
+        """The steps of the workflow this agent runs in, as a displayable graph (options as in
+        ``Workflow.draw``)."""
+        return self._as_workflow().draw(rankdir=rankdir, max_label=max_label, wrap=wrap)  # type: ignore[no-any-return]
 
-    def panel(self, **kwargs: Any) -> Any:
-        """A notebook panel that runs this agent step by step (see ``Workflow.panel``)."""
-        return self._as_workflow().panel(**kwargs)
+    def panel(self, *, throttle_s: float | None = None, renderer: str | None = None, **run_kwargs: Any
+              ) -> WorkflowPanel:
+        """A notebook panel that runs this agent step by step (options as in ``Workflow.panel``)."""
+        return self._as_workflow().panel(throttle_s=throttle_s, renderer=renderer, **run_kwargs)  # type: ignore[no-any-return]
 
     # ----- display ------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

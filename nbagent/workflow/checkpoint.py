@@ -10,7 +10,8 @@ takes either
   the live Context; code written for the reference runs unchanged).
 
 An exception raised by the callback ends the run with that exception: a checkpoint that could
-not be kept is not silently skipped.
+not be kept is not silently skipped. ``WorkflowCheckpointer`` (``checkpointer.py``) keeps them
+by run id, as the reference's checkpointer does.
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from nbagent.ids import new_id
+from nbagent.workflow.context import Context
 from nbagent.workflow.errors import CheckpointError
 from nbagent.workflow.events import Event
 from nbagent.workflow.serde import decode_event, encode_event
 
 if TYPE_CHECKING:
-    from nbagent.workflow.context import Context
     from nbagent.workflow.workflow import Workflow
 
-__all__ = ["Checkpoint", "CheckpointCallback", "WorkflowCheckpointer", "checkpoint_style", "call_checkpoint_callback"]
+__all__ = ["Checkpoint", "CheckpointCallback", "checkpoint_style", "call_checkpoint_callback"]
 
 CheckpointCallback = Callable[..., Any]
 _REFERENCE_KEYWORDS = ("run_id", "ctx", "last_completed_step", "input_ev", "output_ev")
@@ -55,8 +56,6 @@ class Checkpoint(BaseModel):
 
     def context(self, workflow: Workflow) -> Context:
         """A Context for ``workflow`` loaded from this checkpoint (``workflow.run(ctx=...)``)."""
-        from nbagent.workflow.context import Context
-
         return Context.from_dict(workflow, self.ctx_state)
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +71,8 @@ class Checkpoint(BaseModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Checkpoint:
+        """The Checkpoint that ``to_dict`` saved (events decoded through the type allow-list);
+        CheckpointError names what is missing or not allowed."""
         if not isinstance(data, dict) or "ctx_state" not in data:
             raise CheckpointError("not a saved Checkpoint: expected a dict with 'ctx_state'")
         outputs = [decode_event(e, f"output_events[{i}]") for i, e in enumerate(data.get("output_events") or [])]
@@ -147,80 +148,3 @@ async def call_checkpoint_callback(
         result = callback(checkpoint)
     if inspect.isawaitable(result):
         await result
-
-
-class WorkflowCheckpointer:
-    """Keeps the checkpoints of a workflow's runs, by run id (the reference's checkpointer).
-
-    ``checkpointer.run(...)`` starts a run that checkpoints after every step of the enabled
-    steps; ``checkpoints[handler.run_id]`` lists them in order; ``run_from(checkpoint)`` resumes
-    a run from one (its checkpoints are kept under the new run's id).
-    """
-
-    def __init__(self, workflow: Workflow, disabled_steps: list[str] | None = None) -> None:
-        from nbagent.workflow.workflow import Workflow
-
-        workflow = workflow._as_workflow() if callable(getattr(workflow, "_as_workflow", None)) else workflow
-        if not isinstance(workflow, Workflow):
-            raise TypeError(f"WorkflowCheckpointer needs a Workflow, got {type(workflow).__name__}")
-        self.workflow = workflow
-        self._checkpoints: dict[str, list[Checkpoint]] = {}
-        self.enabled_checkpoints: set[str] = set(workflow.steps)
-        for name in disabled_steps or []:
-            self.disable_checkpoint(name)
-
-    @property
-    def checkpoints(self) -> dict[str, list[Checkpoint]]:
-        """Run id -> that run's checkpoints, oldest first."""
-        return self._checkpoints
-
-    def _keep(self, checkpoint: Checkpoint) -> None:
-        if checkpoint.last_completed_step in self.enabled_checkpoints:
-            self._checkpoints.setdefault(checkpoint.run_id, []).append(checkpoint)
-
-    def run(self, **kwargs: Any) -> Any:
-        """``workflow.run(**kwargs)`` with checkpoints kept here."""
-        handler = self.workflow.run(checkpoint_callback=self._keep, **kwargs)
-        self._checkpoints.setdefault(handler.run_id, [])
-        return handler
-
-    def run_from(self, checkpoint: Checkpoint, **kwargs: Any) -> Any:
-        """Resume from ``checkpoint`` (its run goes on as a new run, checkpointed here too)."""
-        handler = self.workflow.run_from(checkpoint, checkpoint_callback=self._keep, **kwargs)
-        self._checkpoints.setdefault(handler.run_id, [])
-        return handler
-
-    def filter_checkpoints(
-        self,
-        run_id: str | None = None,
-        last_completed_step: str | None = None,
-        input_event_type: type[Event] | None = None,
-        output_event_type: type[Event] | None = None,
-    ) -> list[Checkpoint]:
-        """The kept checkpoints that match every criterion given."""
-        runs = [run_id] if run_id is not None else list(self._checkpoints)
-        out: list[Checkpoint] = []
-        for rid in runs:
-            for c in self._checkpoints.get(rid, []):
-                if last_completed_step is not None and c.last_completed_step != last_completed_step:
-                    continue
-                if input_event_type is not None and type(c.input_event) is not input_event_type:
-                    continue
-                if output_event_type is not None and type(c.output_event) is not output_event_type:
-                    continue
-                out.append(c)
-        return out
-
-    def _check_step(self, step: str) -> None:
-        if step not in self.workflow.steps:
-            raise ValueError(f"there is no step {step!r}; steps: {list(self.workflow.steps)}")
-
-    def enable_checkpoint(self, step: str) -> None:
-        """Keep checkpoints taken after ``step`` again."""
-        self._check_step(step)
-        self.enabled_checkpoints.add(step)
-
-    def disable_checkpoint(self, step: str) -> None:
-        """Do not keep checkpoints taken after ``step``."""
-        self._check_step(step)
-        self.enabled_checkpoints.discard(step)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbagent.calls import run_call
 from nbagent.messages import ToolOutput
+from nbagent.workflow.base import WorkflowBase
 from nbagent.workflow.errors import CheckpointError, WorkflowRuntimeError
 from nbagent.workflow.events import (
     Event,
@@ -105,10 +106,8 @@ class Context:
     """The shared state and the bookkeeping of one workflow run (reusable across runs)."""
 
     def __init__(self, workflow: Workflow) -> None:
-        from nbagent.workflow.workflow import Workflow
-
         workflow = _as_workflow(workflow)
-        if not isinstance(workflow, Workflow):
+        if not isinstance(workflow, WorkflowBase):
             raise TypeError(f"Context(workflow) needs a Workflow, got {type(workflow).__name__}")
         self._workflow = workflow
         self._state: dict[str, Any] = {}
@@ -127,6 +126,8 @@ class Context:
     # ----- what it is ---------------------------------------------------------------------
     @property
     def workflow(self) -> Workflow:
+        """The workflow this context belongs to (a run with another instance of the same
+        class moves it there)."""
         return self._workflow
 
     @property

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from nbagent.workflow.context import Context
 from nbagent.workflow.errors import WorkflowValidationError
 from nbagent.workflow.events import Event
 
@@ -131,8 +132,6 @@ def read_step(name: str, fn: Callable[..., Any], config: StepConfig, owner: type
             f"{where}: its type annotations could not be resolved ({type(err).__name__}: {err}); "
             "annotate the event parameter and the return type with importable classes"
         ) from err
-    from nbagent.workflow.context import Context
-
     params = list(inspect.signature(fn).parameters.values())[1:]  # drop self
     event_param: str | None = None
     accepts: list[type[Event]] = []

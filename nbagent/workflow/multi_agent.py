@@ -39,7 +39,7 @@ from nbagent.workflow.context import Context
 from nbagent.workflow.decorators import step
 from nbagent.workflow.errors import WorkflowRuntimeError
 from nbagent.workflow.events import StartEvent, StopEvent
-from nbagent.workflow.runtime import WorkflowHandler
+from nbagent.workflow.handler import WorkflowHandler
 from nbagent.workflow.templates import checked_template
 from nbagent.workflow.tools import workflow_tool
 from nbagent.workflow.workflow import Workflow

@@ -36,6 +36,7 @@ class ToolCallView:
 
     @property
     def is_handoff(self) -> bool:
+        """Whether the call hands the run over to another agent."""
         return self.tool_name == HANDOFF
 
 
@@ -56,6 +57,7 @@ class Turn:
     via: str = "start"  # how the turn was reached: start, tools, handoff, retry, next
 
     def call(self, tool_id: str) -> ToolCallView | None:
+        """The call of this turn with id ``tool_id``, or None."""
         return next((c for c in self.tool_calls if c.tool_id == tool_id), None)
 
 

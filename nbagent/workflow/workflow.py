@@ -12,9 +12,10 @@ instantiated: every event a step returns must be taken by some step, and so on.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.registry import html_view, show
+from nbagent.workflow.base import WorkflowBase
 from nbagent.workflow.checkpoint import Checkpoint, checkpoint_style
 from nbagent.workflow.context import Context
 from nbagent.workflow.decorators import STEP_ATTR, StepSpec, read_step
@@ -25,7 +26,12 @@ from nbagent.workflow.events import (
     StartEvent,
     StopEvent,
 )
-from nbagent.workflow.runtime import Runner, WorkflowHandler
+from nbagent.workflow.handler import WorkflowHandler
+from nbagent.workflow.runtime import Runner
+
+if TYPE_CHECKING:
+    from nbagent.viz.workflow_html import DotDisplay
+    from nbagent.viz.workflow_panel import WorkflowPanel
 
 __all__ = ["Workflow"]
 
@@ -33,7 +39,7 @@ _SPECS: dict[type, dict[str, StepSpec]] = {}
 _UNCHECKED: dict[type, dict[str, StepSpec]] = {}  # read with disable_validation=True
 
 
-class Workflow:
+class Workflow(WorkflowBase):
     """Base class of event-driven workflows.
 
     ``timeout`` (seconds, or None for no limit) bounds a run, waiting for people included.
@@ -178,13 +184,24 @@ class Workflow:
         return ctx
 
     # ----- views --------------------------------------------------------------------------
-    def draw(self, **options: Any) -> Any:
-        """The steps and the event types between them, as a displayable graph."""
-        return show(self, "draw", **options)
+    def draw(self, *, rankdir: str | None = None, max_label: int | None = None, wrap: int | None = None
+             ) -> DotDisplay:
+        """The steps and the event types between them, as a displayable graph (SVG with
+        Graphviz, static HTML without). ``rankdir``: "TB" (default), "LR", "BT" or "RL";
+        ``max_label``: characters of a name shown (60); ``wrap``: label line width (36).
+        Options left at None are the view's defaults."""
+        given = {"rankdir": rankdir, "max_label": max_label, "wrap": wrap}
+        return show(self, "draw", **{k: v for k, v in given.items() if v is not None})  # type: ignore[no-any-return]
 
-    def panel(self, **kwargs: Any) -> Any:
-        """A notebook panel that runs this workflow step by step (Start, Step, Run to end, Stop)."""
-        return show(self, "panel", **kwargs)
+    def panel(self, *, throttle_s: float | None = None, renderer: str | None = None, **run_kwargs: Any
+              ) -> WorkflowPanel:
+        """A notebook panel that runs this workflow step by step (Start, Step, Run to end, Stop),
+        with a live graph of the run, its events and the questions it asks. ``throttle_s``: at
+        most one redraw per so many seconds (0.1); ``renderer``: "auto" (default), "anywidget"
+        or "html". ``run_kwargs`` go to every ``run`` the panel starts (``ctx``,
+        ``checkpoint_callback``...). Options left at None are the view's defaults."""
+        given = {"throttle_s": throttle_s, "renderer": renderer}
+        return show(self, "panel", **{k: v for k, v in given.items() if v is not None}, **run_kwargs)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(steps={list(self._steps)}, timeout={self.timeout})"
