@@ -26,7 +26,7 @@ from nbagent.viz.live import widget_bundle
 
 if TYPE_CHECKING:
     from nbagent.workflow.events import Event
-    from nbagent.workflow.runtime import WorkflowHandler
+    from nbagent.workflow.handler import WorkflowHandler
 
 __all__ = ["WorkflowPanel"]
 
