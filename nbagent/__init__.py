@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "new_id": "nbagent.ids",
     "EventDispatcher": "nbagent.events",
     "ChatMemoryBuffer": "nbagent.memory",
+    "Memory": "nbagent.session_memory",
     "FunctionTool": "nbagent.tools",
     "ToolMetadata": "nbagent.tools",
     "PromptTemplate": "nbagent.prompts",
@@ -144,6 +145,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.llms.scripted import tool_call
     from nbagent.mcp import BasicMCPClient, MCPServerError, McpTool, McpToolSpec
     from nbagent.memory import ChatMemoryBuffer
+    from nbagent.session_memory import Memory
     from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
     from nbagent.engine.errors import TaskStateError, UnknownTaskError
     from nbagent.runner.base import AgentRunner, BaseAgent

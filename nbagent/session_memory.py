@@ -1,0 +1,229 @@
+"""Memory: one session's chat history, the default memory of the reference's workflow agents.
+
+A first-in first-out queue of messages. When the active messages grow past
+``token_limit * chat_history_token_ratio`` tokens, the oldest ones are archived in chunks of
+about ``token_flush_size`` tokens, and the queue always starts on a user message (a turn is
+never cut in half). ``get()`` gives the active messages, ``get_all()`` every message, archived
+ones included, as LlamaIndex 0.12's ``llama_index.core.memory.Memory`` does. The async methods
+(``aput``, ``aget`` ...) are the reference's; the sync ones are ``ChatMemoryBuffer``'s, so a
+``Memory`` goes wherever a ``ChatMemoryBuffer`` does (runners, workflow agents, undo).
+
+The reference keeps messages in a SQL chat store and can feed archived messages to memory
+blocks; here they stay in the object (no store, no blocks: asking for one is an error).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sized
+from typing import Any
+
+from nbagent.memory import ChatMemoryBuffer, count_tokens
+from nbagent.messages import ChatMessage, MessageRole
+
+__all__ = ["Memory", "DEFAULT_SESSION_TOKEN_LIMIT", "DEFAULT_FLUSH_SIZE"]
+
+DEFAULT_SESSION_TOKEN_LIMIT = 30000
+DEFAULT_FLUSH_SIZE = int(DEFAULT_SESSION_TOKEN_LIMIT * 0.1)
+
+# The reference's keywords this memory has no counterpart for (a SQL store, memory blocks).
+_UNSUPPORTED = (
+    "memory_blocks",
+    "memory_blocks_template",
+    "insert_method",
+    "table_name",
+    "async_database_uri",
+    "async_engine",
+)
+
+# (messages, counts, length, archived): the buffer's snapshot plus where the active part starts
+SessionSnapshot = tuple[list[ChatMessage], list[int], int, int]
+
+
+def _token_counter(tokenizer_fn: Callable[[str], Any] | None) -> Callable[[str], int]:
+    """A counter returning an int, from either kind of tokenizer: nbagent's (returns a count)
+    or the reference's (returns the tokens, which are counted)."""
+    if tokenizer_fn is None:
+        return count_tokens
+    if not callable(tokenizer_fn):
+        raise TypeError(f"tokenizer_fn must be a function of a text, got {type(tokenizer_fn).__name__}")
+
+    def count(text: str) -> int:
+        tokens = tokenizer_fn(text)
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            return tokens
+        if isinstance(tokens, Sized):
+            return len(tokens)
+        raise TypeError(f"tokenizer_fn must return an int or a list of tokens, got {type(tokens).__name__}")
+
+    return count
+
+
+class Memory(ChatMemoryBuffer):
+    """A session's messages: a FIFO queue whose oldest messages are archived past the limit."""
+
+    def __init__(
+        self,
+        token_limit: int = DEFAULT_SESSION_TOKEN_LIMIT,
+        chat_history: Iterable[ChatMessage] | None = None,
+        tokenizer_fn: Callable[[str], Any] | None = None,
+        *,
+        session_id: str | None = None,
+        chat_history_token_ratio: float = 0.7,
+        token_flush_size: int = DEFAULT_FLUSH_SIZE,
+    ) -> None:
+        if not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit < 1:
+            raise ValueError(f"token_limit must be a positive int, got {token_limit!r}")
+        if not isinstance(chat_history_token_ratio, (int, float)) or not 0 < chat_history_token_ratio <= 1:
+            raise ValueError(
+                f"chat_history_token_ratio must be a number in (0, 1], got {chat_history_token_ratio!r}"
+            )
+        if session_id is not None and not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, got {type(session_id).__name__}")
+        if not isinstance(token_flush_size, int) or token_flush_size < 1 or token_flush_size > token_limit:
+            token_flush_size = int(token_limit * 0.1) or 1  # as the reference's validator does
+        self.session_id: str = session_id or f"chat_store_key_{uuid.uuid4()}"
+        self.chat_history_token_ratio = float(chat_history_token_ratio)
+        self.token_flush_size = token_flush_size
+        self._archived = 0
+        super().__init__(token_limit, chat_history, _token_counter(tokenizer_fn))
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]
+        cls,
+        session_id: str | None = None,
+        chat_history: Iterable[ChatMessage] | None = None,
+        token_limit: int = DEFAULT_SESSION_TOKEN_LIMIT,
+        tokenizer_fn: Callable[[str], Any] | None = None,
+        chat_history_token_ratio: float = 0.7,
+        token_flush_size: int = DEFAULT_FLUSH_SIZE,
+        **kwargs: Any,
+    ) -> Memory:
+        """Build a memory as the reference's ``Memory.from_defaults`` does (a new session id
+        when none is given; a flush size over the limit becomes 70% of it)."""
+        unsupported = sorted(k for k in kwargs if k in _UNSUPPORTED)
+        if unsupported:
+            raise TypeError(
+                f"Memory.from_defaults got {unsupported}: nbagent's Memory keeps its messages in the "
+                "object and has no memory blocks or SQL store; it takes session_id, chat_history, "
+                "token_limit, tokenizer_fn, chat_history_token_ratio, token_flush_size"
+            )
+        if kwargs:
+            raise TypeError(
+                f"Memory.from_defaults got unexpected keyword argument(s) {sorted(kwargs)}; it takes "
+                "session_id, chat_history, token_limit, tokenizer_fn, chat_history_token_ratio, token_flush_size"
+            )
+        if isinstance(token_limit, int) and token_flush_size > token_limit:
+            token_flush_size = int(token_limit * 0.7)
+        return cls(
+            token_limit,
+            chat_history,
+            tokenizer_fn,
+            session_id=session_id,
+            chat_history_token_ratio=chat_history_token_ratio,
+            token_flush_size=token_flush_size,
+        )
+
+    def _count(self, message: ChatMessage) -> int:
+        """A message's tokens as the reference counts them: its text and tool calls, with no
+        per-message overhead (so the same tokenizer archives the same messages)."""
+        n = self.tokenizer_fn(message.text)
+        for call in message.tool_calls:
+            n += self.tokenizer_fn(call.tool_name) + self.tokenizer_fn(str(call.tool_kwargs))
+        return n
+
+    # -- the queue ------------------------------------------------------------------------
+
+    def _archive_oldest(self) -> None:
+        """Archive the oldest active messages while they are over the limit (the reference's
+        waterfall: chunks of ``token_flush_size``, then up to the next user message; at least
+        one message stays active)."""
+        limit = self.token_limit * self.chat_history_token_ratio
+        end = len(self._messages)
+        start = self._archived
+        tokens = sum(self._counts[start:])
+        while tokens > limit and end - start > 1:
+            flushed, cut = 0, start
+            while flushed < self.token_flush_size and end - cut > 1:
+                flushed += self._counts[cut]
+                cut += 1
+            while end - cut > 1 and self._messages[cut].role != MessageRole.USER:
+                cut += 1
+            if cut == start:
+                break
+            tokens -= sum(self._counts[start:cut])
+            start = cut
+        self._archived = start
+
+    def put(self, message: ChatMessage) -> None:
+        """Append one message, then archive the oldest ones if over the limit."""
+        super().put(message)
+        self._archive_oldest()
+
+    def put_messages(self, messages: Iterable[ChatMessage]) -> None:
+        """Append messages, then archive the oldest ones if over the limit (once, at the end)."""
+        for message in messages:
+            super().put(message)
+        self._archive_oldest()
+
+    def set(self, messages: Iterable[ChatMessage]) -> None:
+        """Replace the whole history; every message is active (as on the reference)."""
+        super().set(messages)
+        self._archived = 0
+
+    def reset(self) -> None:
+        """Forget every message, archived ones too."""
+        super().reset()
+        self._archived = 0
+
+    def get(self, input: str | None = None, **_: Any) -> list[ChatMessage]:
+        """The active messages, oldest first (``input`` is accepted, as on the reference, and
+        does not change what is returned)."""
+        return self._messages[self._archived :]
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every message, archived ones first."""
+        return list(self._messages)
+
+    @property
+    def archived(self) -> list[ChatMessage]:
+        """The messages moved out of the active queue, oldest first."""
+        return self._messages[: self._archived]
+
+    # -- the reference's async interface --------------------------------------------------
+
+    async def aput(self, message: ChatMessage) -> None:
+        self.put(message)
+
+    async def aput_messages(self, messages: Iterable[ChatMessage]) -> None:
+        self.put_messages(messages)
+
+    async def aset(self, messages: Iterable[ChatMessage]) -> None:
+        self.set(messages)
+
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        return self.get(input, **kwargs)
+
+    async def aget_all(self) -> list[ChatMessage]:
+        return self.get_all()
+
+    async def areset(self) -> None:
+        self.reset()
+
+    # -- undo -----------------------------------------------------------------------------
+
+    def snapshot(self) -> SessionSnapshot:  # type: ignore[override]
+        """The buffer's O(1) marker, plus where the active messages start."""
+        messages, counts, n = super().snapshot()
+        return messages, counts, n, self._archived
+
+    def restore(self, snap: SessionSnapshot) -> None:  # type: ignore[override]
+        messages, counts, n, archived = snap
+        super().restore((messages, counts, n))
+        self._archived = archived
+
+    def __repr__(self) -> str:
+        return (
+            f"Memory(session_id={self.session_id!r}, messages={len(self._messages)}, "
+            f"archived={self._archived}, token_limit={self.token_limit})"
+        )
