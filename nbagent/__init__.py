@@ -73,6 +73,10 @@ _EXPORTS: dict[str, str] = {
     "AgentRunner": "nbagent.runner.base",
     "BaseAgent": "nbagent.runner.base",
     "ParallelAgentRunner": "nbagent.runner.parallel",
+    "StructuredPlannerAgent": "nbagent.runner.planner",
+    "PlannerAgentState": "nbagent.runner.planner",
+    "Plan": "nbagent.runner.planner",
+    "SubTask": "nbagent.runner.planner",
     "TaskState": "nbagent.engine.state",
     "AgentState": "nbagent.engine.agent_state",
     "TaskStatus": "nbagent.engine.state",
@@ -150,6 +154,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from nbagent.engine.errors import TaskStateError, UnknownTaskError
     from nbagent.runner.base import AgentRunner, BaseAgent
     from nbagent.runner.parallel import ParallelAgentRunner
+    from nbagent.runner.planner import Plan, PlannerAgentState, StructuredPlannerAgent, SubTask
     from nbagent.persist import PersistError, allow_type
     from nbagent.prompts import PromptTemplate
     from nbagent.report import write_report
