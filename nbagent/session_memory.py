@@ -15,7 +15,7 @@ blocks; here they stay in the object (no store, no blocks: asking for one is an 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Any
 
 from nbagent.memory import ChatMemoryBuffer, count_tokens
@@ -26,18 +26,16 @@ __all__ = ["Memory", "DEFAULT_SESSION_TOKEN_LIMIT", "DEFAULT_FLUSH_SIZE"]
 DEFAULT_SESSION_TOKEN_LIMIT = 30000
 DEFAULT_FLUSH_SIZE = int(DEFAULT_SESSION_TOKEN_LIMIT * 0.1)
 
-# The reference's keywords this memory has no counterpart for (a SQL store, memory blocks).
-_UNSUPPORTED = (
-    "memory_blocks",
-    "memory_blocks_template",
-    "insert_method",
-    "table_name",
-    "async_database_uri",
-    "async_engine",
-)
-
 # (messages, counts, length, archived): the buffer's snapshot plus where the active part starts
 SessionSnapshot = tuple[list[ChatMessage], list[int], int, int]
+
+
+def _status_name(status: Any) -> str | None:
+    """``None``, ``"active"`` or ``"archived"``, from a string or the reference's ``MessageStatus``."""
+    value = getattr(status, "value", status)
+    if value not in (None, "active", "archived"):
+        raise ValueError(f"status must be None, 'active' or 'archived', got {status!r}")
+    return value  # type: ignore[no-any-return]
 
 
 def _token_counter(tokenizer_fn: Callable[[str], Any] | None) -> Callable[[str], int]:
@@ -71,6 +69,8 @@ class Memory(ChatMemoryBuffer):
         session_id: str | None = None,
         chat_history_token_ratio: float = 0.7,
         token_flush_size: int = DEFAULT_FLUSH_SIZE,
+        image_token_size_estimate: int = 256,
+        audio_token_size_estimate: int = 256,
     ) -> None:
         if not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit < 1:
             raise ValueError(f"token_limit must be a positive int, got {token_limit!r}")
@@ -85,6 +85,11 @@ class Memory(ChatMemoryBuffer):
         self.session_id: str = session_id or f"chat_store_key_{uuid.uuid4()}"
         self.chat_history_token_ratio = float(chat_history_token_ratio)
         self.token_flush_size = token_flush_size
+        for name, value in (("image", image_token_size_estimate), ("audio", audio_token_size_estimate)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name}_token_size_estimate must be an int >= 0, got {value!r}")
+        self.image_token_size_estimate = image_token_size_estimate
+        self.audio_token_size_estimate = audio_token_size_estimate
         self._archived = 0
         super().__init__(token_limit, chat_history, _token_counter(tokenizer_fn))
 
@@ -94,25 +99,38 @@ class Memory(ChatMemoryBuffer):
         session_id: str | None = None,
         chat_history: Iterable[ChatMessage] | None = None,
         token_limit: int = DEFAULT_SESSION_TOKEN_LIMIT,
+        memory_blocks: Sequence[Any] | None = None,
         tokenizer_fn: Callable[[str], Any] | None = None,
         chat_history_token_ratio: float = 0.7,
         token_flush_size: int = DEFAULT_FLUSH_SIZE,
-        **kwargs: Any,
+        memory_blocks_template: Any = None,
+        insert_method: Any = "system",
+        image_token_size_estimate: int = 256,
+        audio_token_size_estimate: int = 256,
+        table_name: str = "llama_index_memory",
+        async_database_uri: str | None = None,
+        async_engine: Any = None,
     ) -> Memory:
         """Build a memory as the reference's ``Memory.from_defaults`` does (a new session id
-        when none is given; a flush size over the limit becomes 70% of it)."""
-        unsupported = sorted(k for k in kwargs if k in _UNSUPPORTED)
+        when none is given; a flush size over the limit becomes 70% of it), in the same order.
+        What needs memory blocks or a SQL store is refused by name (nothing would honour it)."""
+        given = {
+            "memory_blocks": bool(memory_blocks),
+            "memory_blocks_template": memory_blocks_template is not None,
+            "table_name": table_name != "llama_index_memory",
+            "async_database_uri": async_database_uri is not None,
+            "async_engine": async_engine is not None,
+        }
+        unsupported = [name for name, used in given.items() if used]
         if unsupported:
             raise TypeError(
                 f"Memory.from_defaults got {unsupported}: nbagent's Memory keeps its messages in the "
                 "object and has no memory blocks or SQL store; it takes session_id, chat_history, "
-                "token_limit, tokenizer_fn, chat_history_token_ratio, token_flush_size"
+                "token_limit, tokenizer_fn, chat_history_token_ratio, token_flush_size, "
+                "image_token_size_estimate, audio_token_size_estimate"
             )
-        if kwargs:
-            raise TypeError(
-                f"Memory.from_defaults got unexpected keyword argument(s) {sorted(kwargs)}; it takes "
-                "session_id, chat_history, token_limit, tokenizer_fn, chat_history_token_ratio, token_flush_size"
-            )
+        if getattr(insert_method, "value", insert_method) not in ("system", "user"):
+            raise ValueError(f"insert_method must be 'system' or 'user', got {insert_method!r}")
         if isinstance(token_limit, int) and token_flush_size > token_limit:
             token_flush_size = int(token_limit * 0.7)
         return cls(
@@ -122,12 +140,22 @@ class Memory(ChatMemoryBuffer):
             session_id=session_id,
             chat_history_token_ratio=chat_history_token_ratio,
             token_flush_size=token_flush_size,
+            image_token_size_estimate=image_token_size_estimate,
+            audio_token_size_estimate=audio_token_size_estimate,
         )
 
     def _count(self, message: ChatMessage) -> int:
-        """A message's tokens as the reference counts them: its text and tool calls, with no
-        per-message overhead (so the same tokenizer archives the same messages)."""
+        """A message's tokens as the reference counts them: its text, a fixed estimate per
+        image or audio part, and its tool calls, with no per-message overhead (so the same
+        tokenizer archives the same messages)."""
         n = self.tokenizer_fn(message.text)
+        if isinstance(message.content, list):
+            for part in message.content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind in ("image_url", "image"):
+                    n += self.image_token_size_estimate
+                elif kind in ("input_audio", "audio"):
+                    n += self.audio_token_size_estimate
         for call in message.tool_calls:
             n += self.tokenizer_fn(call.tool_name) + self.tokenizer_fn(str(call.tool_kwargs))
         return n
@@ -171,18 +199,32 @@ class Memory(ChatMemoryBuffer):
         super().set(messages)
         self._archived = 0
 
-    def reset(self) -> None:
-        """Forget every message, archived ones too."""
-        super().reset()
-        self._archived = 0
+    def reset(self, status: Any = None) -> None:
+        """Forget every message, archived ones too; with ``status``, only the active or only
+        the archived ones."""
+        which = _status_name(status)
+        if which is None:
+            super().reset()
+            self._archived = 0
+        elif which == "active":
+            super().set(self._messages[: self._archived])
+        else:
+            super().set(self._messages[self._archived :])
+            self._archived = 0
 
-    def get(self, input: str | None = None, **_: Any) -> list[ChatMessage]:
+    def get(self, input: str | None = None, **block_kwargs: Any) -> list[ChatMessage]:
         """The active messages, oldest first (``input`` is accepted, as on the reference, and
         does not change what is returned)."""
         return self._messages[self._archived :]
 
-    def get_all(self) -> list[ChatMessage]:
-        """Every message, archived ones first."""
+    def get_all(self, status: Any = None) -> list[ChatMessage]:
+        """Every message, archived ones first; ``status="active"`` or ``"archived"`` (or the
+        reference's ``MessageStatus``) gives only those."""
+        which = _status_name(status)
+        if which == "active":
+            return self._messages[self._archived :]
+        if which == "archived":
+            return self._messages[: self._archived]
         return list(self._messages)
 
     @property
@@ -201,14 +243,14 @@ class Memory(ChatMemoryBuffer):
     async def aset(self, messages: Iterable[ChatMessage]) -> None:
         self.set(messages)
 
-    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        return self.get(input, **kwargs)
+    async def aget(self, input: str | None = None, **block_kwargs: Any) -> list[ChatMessage]:
+        return self.get(input, **block_kwargs)
 
-    async def aget_all(self) -> list[ChatMessage]:
-        return self.get_all()
+    async def aget_all(self, status: Any = None) -> list[ChatMessage]:
+        return self.get_all(status)
 
-    async def areset(self) -> None:
-        self.reset()
+    async def areset(self, status: Any = None) -> None:
+        self.reset(status)
 
     # -- undo -----------------------------------------------------------------------------
 

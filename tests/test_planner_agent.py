@@ -157,3 +157,9 @@ def test_the_worker_model_plans_by_default_and_reset_forgets_plans() -> None:
     assert isinstance(agent.state, PlannerAgentState) and len(agent.state.plan_dict) == 1
     agent.reset()
     assert agent.state.plan_dict == {} and agent.tasks == {}
+
+
+def test_a_callback_manager_is_accepted_and_has_no_effect() -> None:
+    worker = FunctionCallingAgentWorker.from_tools([], llm=FunctionLLM(worker_brain))
+    with pytest.warns(UserWarning, match="StructuredPlannerAgent: callback_manager is accepted for compatibility and has no effect"):
+        StructuredPlannerAgent(worker, callback_manager=object())

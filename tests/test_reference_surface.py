@@ -59,6 +59,16 @@ ALLOWED: dict[str, dict[str, str]] = {
     "BaseWorkflowAgent.llm": {
         "field": "llm= is required (no global Settings): leaving it out is a clear error",
     },
+    "PlannerAgentState": {
+        "pydantic": "an AgentState (a live view over the runner's tasks) holding the plans, not a pydantic copy",
+    },
+    "Memory": {
+        "pydantic": "a ChatMemoryBuffer subclass holding its messages itself (runners, workflow agents and undo "
+        "take it as they are), not a pydantic model over a SQL chat store",
+    },
+    "Memory.from_defaults": {
+        "memory_blocks_template": "there are no memory blocks: None, and a template given is refused by name",
+    },
     "ParallelAgentRunner.chat": {
         "tool_choice": "None means the runner's default_tool_choice ('auto' unless set), as on AgentRunner",
     },
@@ -86,6 +96,7 @@ DELIBERATE: dict[str, str] = {
     "BaseAgentWorker.set_callback_manager": _NO_EFFECT,
     "CustomSimpleAgentWorker.set_callback_manager": _NO_EFFECT,
     "MultimodalReActAgentWorker.set_callback_manager": _NO_EFFECT,
+    "StructuredPlannerAgent(callback_manager)": _NO_EFFECT,
     "AgentRunner(init_task_state_kwargs)": "deep-copied for each task (the reference shares one dict among tasks)",
     "AgentRunner.run_step": "a step that raises stays at the head of the queue, task state unchanged (retry by calling again)",
     "AgentRunner.undo_step": "works, any number of times (the reference raises NotImplementedError)",

@@ -54,10 +54,16 @@ def test_bad_arguments_are_named() -> None:
         Memory.from_defaults(token_limit=0)
     with pytest.raises(ValueError, match=r"chat_history_token_ratio must be a number in \(0, 1\], got 2"):
         Memory(chat_history_token_ratio=2)
-    with pytest.raises(TypeError, match=r"\['memory_blocks'\]: nbagent's Memory .* no memory blocks or SQL store"):
-        Memory.from_defaults(memory_blocks=[])
-    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['chat_store'\]"):
-        Memory.from_defaults(chat_store=None)
+    with pytest.raises(TypeError, match=r"\['memory_blocks', 'async_database_uri'\]: nbagent's Memory .* no memory blocks or SQL store"):
+        Memory.from_defaults(memory_blocks=[object()], async_database_uri="sqlite+aiosqlite:///x.db")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chat_store'"):
+        Memory.from_defaults(chat_store=None)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="insert_method must be 'system' or 'user', got 'middle'"):
+        Memory.from_defaults(insert_method="middle")
+    with pytest.raises(ValueError, match="status must be None, 'active' or 'archived', got 'old'"):
+        Memory().get_all(status="old")
+    with pytest.raises(ValueError, match="image_token_size_estimate must be an int >= 0, got -1"):
+        Memory(image_token_size_estimate=-1)
     with pytest.raises(TypeError, match="put\\(\\) takes a ChatMessage, got str"):
         Memory().put("hello")  # type: ignore[arg-type]
 
@@ -108,3 +114,17 @@ def test_a_runner_keeps_its_conversation_in_a_memory() -> None:
         "Hi!",
         "What did I say?",
     ]
+
+
+def test_image_and_audio_parts_count_their_estimate() -> None:
+    memory = Memory(token_limit=800, tokenizer_fn=words, image_token_size_estimate=300)
+    picture = ChatMessage(
+        role=MessageRole.USER,
+        content=[{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "data:,"}}],
+    )
+    assert memory._count(picture) == len(words(picture.text)) + 300
+    memory.put(picture)
+    memory.put(msg("and this one please", MessageRole.ASSISTANT))
+    memory.put(picture)  # over 70% of the limit: the oldest turn is archived
+    assert memory.archived == [picture, msg("and this one please", MessageRole.ASSISTANT)]
+    assert memory.get() == [picture]

@@ -1,7 +1,7 @@
 """LlamaIndex's "Chat Memory Buffer" notebook, ported (issue 23, item 10): the buffer on its own
 (put a list, get what fits, get all, reset) and given to an agent's ``run``. Each scenario runs
 on llama-index-core 0.12.52 and on nbagent. ``Memory``, the newer class the notebook points
-to, is in ``pending/`` (issue 23, item 7)."""
+to, is compared in ``test_docs_memory.py`` (issue 23, item 7)."""
 
 from __future__ import annotations
 

@@ -92,3 +92,27 @@ def test_item7_a_flush_size_over_the_limit_and_a_history_given_up_front() -> Non
     assert seen[0][0] == 5  # 70% of the limit
     assert seen[0][3] == 3
     assert seen[1] == seen[0]
+
+
+def test_item7_archived_and_active_messages_by_status() -> None:
+    from llama_index.core.storage.chat_store.sql import MessageStatus
+
+    seen = []
+    for api in docs_both():
+        memory = api.Memory.from_defaults(session_id="s", token_limit=12, tokenizer_fn=_words, token_flush_size=2)
+        for i in range(3):
+            memory.put(api.ChatMessage(role="user", content=f"question {i} of four"))
+            memory.put(api.ChatMessage(role="assistant", content=f"answer {i}"))
+        by_status = [_pairs(memory.get_all(status=s)) for s in (MessageStatus.ACTIVE, MessageStatus.ARCHIVED)]
+
+        async def go(memory: Any = memory) -> tuple[Any, Any]:
+            await memory.areset(status=MessageStatus.ARCHIVED)
+            after_archived_reset = (_pairs(await memory.aget()), _pairs(await memory.aget_all()))
+            await memory.areset(status=MessageStatus.ACTIVE)
+            return after_archived_reset, _pairs(await memory.aget_all())
+
+        seen.append((by_status, *asyncio.run(go())))
+    assert seen[0][0][1] and seen[0][0][0]  # some archived, some active
+    assert seen[0][1][0] == seen[0][1][1] == seen[0][0][0]
+    assert seen[0][2] == []
+    assert seen[1] == seen[0]
