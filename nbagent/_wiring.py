@@ -28,7 +28,7 @@ VIEWS: tuple[tuple[str, str, str], ...] = (
     ("nbagent.tools.FunctionTool", "html", f"{_HTML}:tool_html"),
     ("nbagent.llms.base.LLM", "html", f"{_HTML}:llm_html"),
     ("nbagent.workers.base.BaseAgentWorker", "html", f"{_HTML}:worker_html"),
-    ("nbagent.runner.base.AgentRunner", "html", f"{_HTML}:runner_html"),
+    ("nbagent.engine.step_engine.StepEngine", "html", f"{_HTML}:runner_html"),  # every runner
     ("nbagent.mcp.client.BasicMCPClient", "html", "nbagent.viz.mcp_html:mcp_client_html"),
     ("nbagent.mcp.tools.McpToolSpec", "html", "nbagent.viz.mcp_html:mcp_tool_spec_html"),
     ("nbagent.costs.TaskCost", "html", f"{_HTML}:task_cost_html"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -205,6 +206,29 @@ def test_chat_history_argument_and_query_leave_memory() -> None:
     answer = runner.query("q")
     assert str(answer) == "count=1 input=q"
     assert [m.content for m in runner.chat_history] == before
+
+
+@pytest.mark.parametrize("name", ["run.json", "runs.db"])
+def test_query_never_swaps_the_memory_a_save_holds(tmp_path: Path, name: str) -> None:
+    """A query reads a conversation of its own: the runner's memory object stays in place
+    while it runs, so what autosave writes (and a load reads back) is the conversation."""
+    from nbagent import FunctionLLM
+    from nbagent.workers.function_calling import FunctionCallingAgentWorker
+
+    worker = FunctionCallingAgentWorker.from_tools([], llm=FunctionLLM(lambda msgs, tools: "re: " + msgs[-1].content))
+    runner = AgentRunner(worker, autosave=tmp_path / name)
+    memory = runner.memory
+    seen: list[object] = []
+    runner.subscribe(lambda event: seen.append(runner.memory))
+    runner.chat("hello")
+    answer = runner.query("q?")
+    assert str(answer) == "re: q?"
+    assert all(m is memory for m in seen) and runner.memory is memory
+    assert [m.content for m in memory.get_all()] == ["hello", "re: hello"]
+    loaded = AgentRunner.load(tmp_path / name)
+    assert [m.content for m in loaded.memory.get_all()] == ["hello", "re: hello"]
+    (query_task,) = [s for s in loaded.tasks.values() if s.task.input == "q?"]
+    assert not query_task.adds_to_memory and query_task.finalized
 
 
 def test_queue_empty_without_final_output_is_a_clear_error() -> None:

@@ -89,6 +89,8 @@ def _documented_classes(groups: list[Group]) -> set[type]:
 def class_members(cls: type, public: set[type], *, full: bool = False) -> list[str]:
     """The public members a class's entry lists (see the module docstring)."""
     chosen = []
+    # a member a public base has (itself, or through its private bases) is left to that base
+    public_bases = [k for k in cls.__mro__[1:] if k in public]
     pydantic_names = set(dir(_base_model())) if issubclass(cls, _base_model()) else set()
     for name in dir(cls):
         if name.startswith("_"):
@@ -98,7 +100,7 @@ def class_members(cls: type, public: set[type], *, full: bool = False) -> list[s
             continue  # object, pydantic's BaseModel, Exception, Enum...: their own docs
         if pydantic_names and name in pydantic_names:
             continue  # model_config, model_post_init...: pydantic's hooks, set per class
-        if owner is not cls and owner in public and not full:
+        if owner is not cls and not full and any(issubclass(k, owner) for k in public_bases):
             continue
         chosen.append(name)
     return chosen

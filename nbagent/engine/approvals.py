@@ -19,7 +19,8 @@ from nbagent.schema import TaskStep
 from nbagent.tools import FunctionTool
 
 if TYPE_CHECKING:
-    from nbagent.runner.base import AgentRunner, TaskRef
+    from nbagent.engine.errors import TaskRef
+    from nbagent.engine.step_engine import StepEngine
 
 __all__ = ["AwaitingApprovalError", "pending_approvals", "approve", "reject", "check_decided"]
 
@@ -32,7 +33,7 @@ def _waiting_steps(state: TaskState) -> list[TaskStep]:
     return [s for s in state.step_queue if _ap.record_of(s) is not None]
 
 
-def pending_approvals(runner: AgentRunner, task: TaskRef) -> list[_ap.PendingCall]:
+def pending_approvals(runner: StepEngine, task: TaskRef) -> list[_ap.PendingCall]:
     """Every call of the task waiting for a decision, in queue and call order."""
     state = runner.state_of(task)
     out: list[_ap.PendingCall] = []
@@ -100,7 +101,7 @@ def _find(state: TaskState, call_id: str) -> TaskStep:
     )
 
 
-def _tool(runner: AgentRunner, name: str) -> FunctionTool | None:
+def _tool(runner: StepEngine, name: str) -> FunctionTool | None:
     for tool in getattr(runner.agent_worker, "tools", None) or []:
         if isinstance(tool, FunctionTool) and tool.name == name:
             return tool
@@ -108,7 +109,7 @@ def _tool(runner: AgentRunner, name: str) -> FunctionTool | None:
 
 
 def _decide(
-    runner: AgentRunner, task: TaskRef, call_id: str, decision: str, **kwargs: Any
+    runner: StepEngine, task: TaskRef, call_id: str, decision: str, **kwargs: Any
 ) -> dict[str, Any]:
     state = runner.state_of(task)
     if state.finalized or state.abandoned:
@@ -134,7 +135,7 @@ def _decide(
 
 
 def approve(
-    runner: AgentRunner,
+    runner: StepEngine,
     task: TaskRef,
     call_id: str,
     arguments: dict[str, Any] | None = None,
@@ -146,7 +147,7 @@ def approve(
 
 
 def reject(
-    runner: AgentRunner, task: TaskRef, call_id: str, reason: str | None = None, *, by: str = "user"
+    runner: StepEngine, task: TaskRef, call_id: str, reason: str | None = None, *, by: str = "user"
 ) -> dict[str, Any]:
     """Reject a call; the model gets ``reason`` as the call's result."""
     return _decide(runner, task, call_id, _ap.REJECTED, reason=reason, by=by)

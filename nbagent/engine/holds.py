@@ -13,12 +13,13 @@ from nbagent.events import StepEdited
 from nbagent.schema import TaskStep
 
 if TYPE_CHECKING:
-    from nbagent.runner.base import AgentRunner, TaskRef
+    from nbagent.engine.errors import TaskRef
+    from nbagent.engine.step_engine import StepEngine
 
 __all__ = ["release_step", "hold_step"]
 
 
-def _queued(runner: AgentRunner, task_id: TaskRef, step_id: str) -> tuple[str, TaskStep]:
+def _queued(runner: StepEngine, task_id: TaskRef, step_id: str) -> tuple[str, TaskStep]:
     state = runner.state_of(task_id)
     for step in state.step_queue:
         if step.step_id == step_id:
@@ -27,7 +28,7 @@ def _queued(runner: AgentRunner, task_id: TaskRef, step_id: str) -> tuple[str, T
     raise ValueError(f"step {step_id!r} is not queued in task {state.task_id!r}; queued: {queued}")
 
 
-def release_step(runner: AgentRunner, task_id: TaskRef, step_id: str | None = None) -> list[TaskStep]:
+def release_step(runner: StepEngine, task_id: TaskRef, step_id: str | None = None) -> list[TaskStep]:
     """Release ``step_id`` (it must be held) or, with None, every held step of the task."""
     state = runner.state_of(task_id)
     if step_id is None:
@@ -48,7 +49,7 @@ def release_step(runner: AgentRunner, task_id: TaskRef, step_id: str | None = No
     return steps
 
 
-def hold_step(runner: AgentRunner, task_id: TaskRef, step_id: str) -> TaskStep:
+def hold_step(runner: StepEngine, task_id: TaskRef, step_id: str) -> TaskStep:
     """Hold a queued step back until it is released."""
     tid, step = _queued(runner, task_id, step_id)
     if not step.is_ready:

@@ -25,7 +25,7 @@ from nbagent.engine.state import TaskState
 from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
 
 if TYPE_CHECKING:
-    from nbagent.runner.base import AgentRunner
+    from nbagent.engine.step_engine import StepEngine
 
 __all__ = ["is_open", "stream_on", "end_streamed_step", "aend_streamed_step", "chat_stream"]
 
@@ -37,7 +37,7 @@ def is_open(output: TaskStepOutput) -> bool:
 
 
 def stream_on(
-    runner: AgentRunner, state: TaskState, att: txn.StepAttempt, ctx: StepContext, output: TaskStepOutput, start: float
+    runner: StepEngine, state: TaskState, att: txn.StepAttempt, ctx: StepContext, output: TaskStepOutput, start: float
 ) -> None:
     """Let a step's reply go on streaming to its caller while the step runs: its tokens are
     reported (``TokenStreamed``) as the caller reads them, the model's usage counts for the
@@ -94,7 +94,7 @@ def end_streamed_step(state: TaskState) -> None:
         out.output.get_response()
 
 
-def chat_stream(runner: AgentRunner, task_id: str, first: TaskStepOutput) -> StreamingAgentChatResponse:
+def chat_stream(runner: StepEngine, task_id: str, first: TaskStepOutput) -> StreamingAgentChatResponse:
     """``stream_chat``'s answer when it starts while a step's reply is still streaming.
 
     The model's words come as they are said. If that step turns out to call tools, the task
