@@ -11,8 +11,10 @@ A model name matches a price exactly, else by its part after the last ``/``, els
 longest priced name it starts with followed by ``-``, ``:`` or ``@`` (so ``gpt-4o-mini`` prices
 ``gpt-4o-mini-2024-07-18``). With no prices set, no view shows any cost.
 
-Which model a step used: the runner records its worker's ``llm.model`` when the step
-completes (a saved run keeps these). Limits: a worker that calls several different models in
+Which model a step used: a ``CostRecorder`` listening to the runner's ``StepCompleted``
+events records its worker's ``llm.model`` (a saved run keeps these). A runner's prices and
+recorded models live in a ``CostBook`` in its service slots (``runner._services``); read and
+change them through the functions here, never as attributes. Limits: a worker that calls several different models in
 one step is priced at its ``llm``'s price; a failed attempt reports no usage, so it is not
 counted; steps run before a runner recorded models are priced at the worker's current model.
 """
@@ -26,13 +28,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pydantic import BaseModel
+
 from nbagent._counts import counted
 from nbagent.registry import html_view
 
+from nbagent.events import Event, StepCompleted
+
 if TYPE_CHECKING:
-    from nbagent.messages import TokenUsage
-    from nbagent.runner.base import AgentRunner
     from nbagent.engine.state import TaskState
+    from nbagent.engine.step_engine import StepEngine as AgentRunner
+    from nbagent.messages import TokenUsage
     from nbagent.schema import TaskStepOutput
 
 __all__ = [
@@ -41,6 +47,9 @@ __all__ = [
     "Cost",
     "TaskCost",
     "RunnerCost",
+    "CostBook",
+    "CostRecorder",
+    "attach_cost_recorder",
     "set_pricing",
     "get_pricing",
     "format_money",
@@ -306,10 +315,53 @@ def register_runner(task_id: str, runner: AgentRunner) -> None:
     refs.append(weakref.ref(runner))
 
 
+@dataclass(slots=True)
+class CostBook:
+    """A runner's own prices (None: the global ones) and the model each of its steps ran with
+    (step id -> model name), kept in ``runner._services``."""
+
+    pricing: Pricing | None = None
+    step_models: dict[str, str] = field(default_factory=dict)
+
+
+def _book(runner: Any) -> CostBook | None:
+    services = getattr(runner, "_services", None)
+    return None if services is None else services.get(CostBook)
+
+
+class CostRecorder:
+    """Listens to a runner's ``StepCompleted`` events: records the model each step ran with
+    and registers the runner for views of its outputs. Subscribed by the runner before any
+    store, so a store writing a step sees its model already recorded."""
+
+    __slots__ = ("_runner", "_book")
+
+    def __init__(self, runner: AgentRunner) -> None:
+        self._runner = weakref.ref(runner)  # the runner holds its listeners: no cycle back
+        self._book = runner._services.setdefault(CostBook)
+
+    def __call__(self, event: Event) -> None:
+        runner = self._runner()
+        if runner is None or not isinstance(event, StepCompleted):
+            return
+        model = current_model(runner)
+        if model is not None:
+            self._book.step_models[event.step_id] = model
+        if event.usage is not None:
+            register_runner(event.task_id, runner)
+
+
+def attach_cost_recorder(runner: AgentRunner) -> CostRecorder:
+    """Record the models and owners of ``runner``'s steps from now on (once per runner)."""
+    recorder = CostRecorder(runner)
+    runner.events.subscribe(recorder, StepCompleted)
+    return recorder
+
+
 def set_runner_pricing(runner: AgentRunner, value: Pricing | Mapping[str, Any] | None) -> None:
     """Give ``runner`` prices of its own (None: use the global ones)."""
     pricing = Pricing.coerce(value)
-    runner.__dict__["_pricing"] = pricing
+    runner._services.setdefault(CostBook).pricing = pricing
     if pricing is not None:
         _PRICED.add(runner)
         for task_id in list(runner.tasks):
@@ -318,28 +370,18 @@ def set_runner_pricing(runner: AgentRunner, value: Pricing | Mapping[str, Any] |
         _PRICED.discard(runner)
 
 
-def record_step(runner: AgentRunner, state: TaskState, output: TaskStepOutput) -> None:
-    """Called by the runner after each completed step: remember the step's model."""
-    model = current_model(runner)
-    if model is not None:
-        models = runner.__dict__.get("_step_models")
-        if models is None:
-            models = runner.__dict__["_step_models"] = {}
-        models[output.task_step.step_id] = model
-    if output.usage is not None:
-        register_runner(state.task_id, runner)
-
-
 def own_pricing(runner: Any) -> Pricing | None:
     """The prices ``runner`` was given (``runner.pricing = ...``), or None: it uses the global ones."""
-    return getattr(runner, "__dict__", {}).get("_pricing")  # type: ignore[no-any-return]
+    book = _book(runner)
+    return None if book is None else book.pricing
 
 
 _NO_MODELS: dict[str, str] = {}
 
 
 def _models(runner: Any) -> dict[str, str]:
-    return getattr(runner, "__dict__", {}).get("_step_models", _NO_MODELS)  # type: ignore[no-any-return]
+    book = _book(runner)
+    return _NO_MODELS if book is None else book.step_models
 
 
 def step_models(runner: Any) -> Mapping[str, str]:
@@ -351,7 +393,7 @@ def adopt_step_models(runner: AgentRunner, models: Mapping[str, str]) -> None:
     """Record the models that steps ran with elsewhere (a loaded run, a task adopted from a
     batch record), so that their cost uses the model each step really ran with."""
     if models:
-        runner.__dict__.setdefault("_step_models", {}).update(models)
+        runner._services.setdefault(CostBook).step_models.update(models)
 
 
 def _pricing_anywhere() -> bool:
@@ -373,12 +415,32 @@ def step_model(runner: Any, step_id: str) -> str | None:
 
 
 def current_model(runner: Any) -> str | None:
+    """The model the runner's worker calls now (its ``llm.model``; a loaded worker's saved
+    one), or None. Asked after every step, so it never makes a worker raise AttributeError."""
     worker = getattr(runner, "agent_worker", None)
-    model = getattr(getattr(worker, "llm", None), "model", None)
+    model = getattr(_attribute(worker, "llm"), "model", None)
     if isinstance(model, str):
         return model
-    saved = getattr(worker, "saved_model", None)
+    saved = _attribute(worker, "saved_model")
     return saved if isinstance(saved, str) else None
+
+
+_HAS: dict[tuple[type, str], bool] = {}
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """``getattr(obj, name, None)`` without the slow way to None: a missing attribute of a
+    pydantic model (a worker) is an AttributeError its ``__getattr__`` builds, about 6 us."""
+    own = getattr(obj, "__dict__", None)
+    if own is not None and name in own:
+        return own[name]
+    cls = type(obj)
+    found = _HAS.get((cls, name))
+    if found is None:
+        getter = getattr(cls, "__getattr__", None)
+        dynamic = getter is not None and getter is not getattr(BaseModel, "__getattr__", None)
+        found = _HAS[(cls, name)] = dynamic or any(name in vars(k) for k in cls.__mro__)
+    return getattr(obj, name, None) if found else None
 
 
 def output_cost(runner: Any, out: TaskStepOutput, pricing: Pricing | None = None) -> Cost:

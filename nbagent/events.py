@@ -72,6 +72,8 @@ class StepCompleted(Event):
     is_last: bool
     next_step_ids: tuple[str, ...]
     latency_s: float
+    #: the model tokens the step used, if it reported any (what its cost is computed from)
+    usage: TokenUsage | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +118,16 @@ Listener = Callable[[Event], Any]
 
 
 class EventDispatcher:
-    """Subscribe / unsubscribe / emit. A listener that raises is logged, never breaks a run."""
+    """Subscribe / unsubscribe / emit. A listener that raises is logged, never breaks a run.
+
+    ``wants(EventType)`` says whether anyone would hear an event of that type, so that the
+    engine builds an event only when someone listens to its kind (a listener of completed
+    steps does not make every step build a ``StepStarted``).
+    """
 
     def __init__(self) -> None:
         self._listeners: list[tuple[Listener, tuple[type[Event], ...] | None]] = []
+        self._wanted: dict[type[Event], bool] = {}  # event type -> wanted; cleared on any change
 
     def subscribe(
         self, listener: Listener, types: type[Event] | tuple[type[Event], ...] | None = None
@@ -133,17 +141,29 @@ class EventDispatcher:
         if isinstance(types, type):
             types = (types,)
         self._listeners.append((listener, types))
+        self._wanted = {}
         return lambda: self.unsubscribe(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
+        """Stop calling ``listener`` (every subscription of it); unknown listeners are ignored."""
         self._listeners = [(fn, t) for fn, t in self._listeners if fn is not listener]
+        self._wanted = {}
 
     @property
     def active(self) -> bool:
         """Whether anyone listens (the runner skips building events otherwise)."""
         return bool(self._listeners)
 
+    def wants(self, event_type: type[Event]) -> bool:
+        """Whether a listener would hear an event of ``event_type`` (build one only then)."""
+        table = self._wanted  # a (un)subscribe meanwhile replaces it: no stale answer is kept
+        wanted = table.get(event_type)
+        if wanted is None:
+            wanted = table[event_type] = any(t is None or issubclass(event_type, t) for _, t in self._listeners)
+        return wanted
+
     def emit(self, event: Event) -> None:
+        """Call every listener of the event's type, in the order they subscribed."""
         for fn, types in list(self._listeners):
             if types is not None and not isinstance(event, types):
                 continue
@@ -181,7 +201,7 @@ class StepContext:
         self.tokens_muted = False
 
     def token(self, token: str) -> None:
-        if self.dispatcher.active and not self.tokens_muted:
+        if not self.tokens_muted and self.dispatcher.wants(TokenStreamed):
             self.dispatcher.emit(TokenStreamed(self.task_id, step_id=self.step_id, token=token))
 
 

@@ -32,10 +32,7 @@ MAX_LINES = 800
 OVER_LIMIT: dict[str, str] = {}
 
 # modules that still write attributes into another object's __dict__ -> the stream that stops it
-DICT_WRITERS = {
-    "nbagent/costs.py": "B",  # the runner's _pricing and _step_models: a CostBook in runner._services
-    "nbagent/engine/txn.py": "B",  # runner._claims, to be declared by the engine
-}
+DICT_WRITERS: dict[str, str] = {}  # none left
 
 BURN_DOWN_LINE = re.compile(r'^\s*"(nbagent[\w.]*) -> (nbagent[\w.]*)",\s*#\s*([A-E]):', re.MULTILINE)
 

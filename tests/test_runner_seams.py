@@ -145,9 +145,10 @@ def test_service_slots_keep_one_state_per_service_class() -> None:
 
     runner = AgentRunner(Count())
     slots = runner._services
-    assert isinstance(slots, ServiceSlots) and len(slots) == 0 and slots.get(Book) is None
+    assert isinstance(slots, ServiceSlots) and list(slots) == [costs.CostBook]  # its cost recorder's
+    assert slots.get(Book) is None
     book = slots.setdefault(Book)
-    assert slots.setdefault(Book) is book and Book in slots and list(slots) == [Book]
+    assert slots.setdefault(Book) is book and Book in slots and list(slots) == [costs.CostBook, Book]
     with pytest.raises(TypeError, match="the state made for"):
         slots.setdefault(int, lambda: "not an int")  # type: ignore[arg-type,return-value]
     assert slots.pop(Book) is book and slots.get(Book) is None
@@ -174,3 +175,24 @@ def test_workers_say_whether_they_step_without_awaiting() -> None:
     assert not ReActAgentWorker.from_tools([], llm=ScriptedLLM(["Answer: x"])).steps_synchronously
     assert "steps_synchronously" not in Count.model_fields  # a class promise, not a field
 
+
+
+def test_the_runner_batch_methods_take_exactly_the_batch_functions_parameters() -> None:
+    """``AgentRunner.run_batch`` spells out ``nbagent.batch.run_batch``'s parameters (so its
+    documentation shows them); ``arun_batch``, ``BatchRun``'s plus ``progress``. Same names,
+    kinds and defaults: a parameter added to one and not the other fails here."""
+    import inspect
+
+    from nbagent.batch import BatchRun, run_batch
+
+    def params(fn: object, drop: int) -> list[tuple[str, object, object]]:
+        sig = inspect.signature(fn)  # type: ignore[arg-type]
+        return [(p.name, p.kind, p.default) for p in list(sig.parameters.values())[drop:]]
+
+    assert params(AgentRunner.run_batch, 1) == params(run_batch, 1)  # self / runner
+    batch_run = dict((n, (k, d)) for n, k, d in params(BatchRun.__init__, 2))  # self, runner
+    batch_run["progress"] = (inspect.Parameter.KEYWORD_ONLY, False)
+    arun = params(AgentRunner.arun_batch, 1)
+    assert arun[0][0] == "inputs" and {n: (k, d) for n, k, d in arun[1:]} == {
+        n: v for n, v in batch_run.items() if n != "inputs"
+    }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Literal, Union
+from typing import Any, ClassVar, Literal, Union
 
 from nbagent import _sync, calls
 from nbagent.engine import approvals, streaming, txn
@@ -146,16 +146,13 @@ class StepCore(TaskHolder):
             )
         )
 
-    def _after_step(self, state: TaskState, output: TaskStepOutput) -> None:
-        """Bookkeeping after a step completed, before listeners hear of it (none here)."""
-
     def _claim_token(self) -> txn.Claim:
         """The claim a step call takes (ParallelAgentRunner: its event loop's, shared)."""
         return txn.Claim()
 
     #: whether ``stream_step`` returns while a step's reply still streams (the step then ends
     #: with its stream); ParallelAgentRunner reads each reply to its end inside the step
-    defers_streamed_steps: bool = True
+    defers_streamed_steps: ClassVar[bool] = True
 
     async def _astep(
         self,
@@ -185,7 +182,7 @@ class StepCore(TaskHolder):
             self._take_step(state, picked, att.snap, input)
             ctx = StepContext(task.task_id, picked.step_id, self.events, att.journal, att.issued)
             att.ctx_token = _set_current(ctx)
-            if self.events.active:
+            if self.events.wants(StepStarted):
                 self.events.emit(StepStarted(task.task_id, step_id=picked.step_id, input=picked.input))
             if self.verbose:
                 print(f"> Running step {picked.step_id}. Step input: {picked.input}")
@@ -231,8 +228,7 @@ class StepCore(TaskHolder):
         self._commit(state, picked, output, att.snap)
         state.running.discard(picked.step_id)
         state.streaming = None
-        self._after_step(state, output)
-        if self.events.active:
+        if self.events.wants(StepCompleted):  # services (costs, store) hear it in the order they subscribed
             self.events.emit(
                 StepCompleted(
                     state.task_id,
@@ -240,6 +236,7 @@ class StepCore(TaskHolder):
                     is_last=output.is_last,
                     next_step_ids=tuple(s.step_id for s in output.next_steps),
                     latency_s=latency,
+                    usage=output.usage,
                 )
             )
         txn.release(self, state, att.claim)  # the last change: the task is free again

@@ -84,7 +84,6 @@ class StepEdits(StepCore):
                                     is_last=False)
             output._set_measured(latency_s=0.0, input=step.input)
             self._commit(state, step, output, snap)
-            self._after_step(state, output)
             self._emit(StepCompleted(state.task_id, step_id=step.step_id, is_last=False,
                                      next_step_ids=tuple(s.step_id for s in follow), latency_s=0.0))
             return output

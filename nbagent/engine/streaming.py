@@ -47,7 +47,10 @@ def stream_on(
     state.streaming = output
     ctx.tokens_muted = True  # the stream reports what its reader gets, once
     tid, sid = state.task_id, ctx.step_id
-    stream.add_token_callback(lambda tok: runner._emit(TokenStreamed(tid, step_id=sid, token=tok)))
+    events = runner.events
+    stream.add_token_callback(
+        lambda tok: events.emit(TokenStreamed(tid, step_id=sid, token=tok)) if events.wants(TokenStreamed) else None
+    )
 
     async def until_the_end(source: Any) -> AsyncIterator[str]:
         try:

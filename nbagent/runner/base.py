@@ -14,11 +14,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from nbagent.costs import attach_cost_recorder
 from nbagent.engine.agent_state import AgentState
 from nbagent.engine.base_agent import BaseAgent, query_text
 from nbagent.engine.core import ChatResponseType, Mode
 from nbagent.engine.errors import TaskRef, TaskStateError, UnknownTaskError
-from nbagent.engine.state import TaskState
 from nbagent.engine.step_engine import StepEngine
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
@@ -27,7 +27,6 @@ from nbagent.runner.cost import RunnerPricing
 from nbagent.runner.persistence import RunnerPersistence
 from nbagent.runner.timetravel import RunnerTimeTravel
 from nbagent.runner.views import RunnerViews
-from nbagent.schema import TaskStepOutput
 from nbagent.workers.base import BaseAgentWorker
 
 __all__ = [
@@ -86,6 +85,7 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
         )
         if autosave is not None and store is not None:
             raise ValueError("pass autosave= (a run file or store path) or store= (a RunStore), not both")
+        attach_cost_recorder(self)  # before any store subscribes: a saved step has its model
         if autosave is not None or store is not None:  # save after every change (nbagent.store)
             self.autosave = autosave if store is None else store
 
@@ -101,9 +101,3 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
         if getattr(llm, "is_function_calling_model", False):
             return FunctionCallingAgent.from_tools(tools=tools, llm=llm, **kwargs)
         return ReActAgent.from_tools(tools=tools, llm=llm, **kwargs)
-
-    def _after_step(self, state: TaskState, output: TaskStepOutput) -> None:
-        """Bookkeeping after a step completed: the model it ran with (for its cost)."""
-        from nbagent.costs import record_step
-
-        record_step(self, state, output)

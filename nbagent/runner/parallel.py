@@ -98,6 +98,9 @@ class ParallelAgentRunner(AgentRunner):
     # reply is read to its end inside its step
     defers_streamed_steps = False
 
+    _max_concurrency: int | None  # the bound (``max_concurrency``)
+    _loop_claims: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, txn.Claim]  # one per event loop
+
     def __init__(
         self,
         agent_worker: BaseAgentWorker,
@@ -115,6 +118,7 @@ class ParallelAgentRunner(AgentRunner):
         """The reference's arguments in its order, plus ``max_concurrency`` (None: no bound);
         ``kwargs`` are ``AgentRunner``'s others (``default_tool_choice``, ``verbose``, ...)."""
         self.max_concurrency = max_concurrency
+        self._loop_claims = weakref.WeakKeyDictionary()
         super().__init__(
             agent_worker,
             chat_history=chat_history,
@@ -216,9 +220,7 @@ class ParallelAgentRunner(AgentRunner):
         """Steps of one task run together on one event loop, sharing its claim; a call from
         another thread (another loop) finds the task busy until they are all done."""
         loop = asyncio.get_running_loop()
-        tokens = self.__dict__.get("_loop_claims")
-        if tokens is None:
-            tokens = self.__dict__.setdefault("_loop_claims", weakref.WeakKeyDictionary())
+        tokens = self._loop_claims
         token = tokens.get(loop)
         if token is None:
             token = tokens.setdefault(loop, txn.Claim(loop))
