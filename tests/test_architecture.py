@@ -2,10 +2,10 @@
 no import cycle, no file over 800 lines, no module writing another object's ``__dict__``, a
 light ``import nbagent``.
 
-While issue 22's streams land, what still breaks a rule is listed, each with the stream that
-removes it (A batch, B engine/runner, C store, D graphs/workflow, E html/panel): the contracts'
-``ignore_imports`` in pyproject.toml, and the two lists below. A listed item that no longer
-breaks the rule fails its test too, so each list only shrinks; it ends empty.
+While issue 22's streams landed, what still broke a rule was listed, each with the stream that
+removed it: the contracts' ``ignore_imports`` in pyproject.toml (gone now), and the two lists
+below (empty now). A listed item that no longer breaks the rule fails its test too, so each
+list only shrinks.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ OVER_LIMIT: dict[str, str] = {}
 # modules that still write attributes into another object's __dict__ -> the stream that stops it
 DICT_WRITERS: dict[str, str] = {}  # none left
 
-BURN_DOWN_LINE = re.compile(r'^\s*"(nbagent[\w.]*) -> (nbagent[\w.]*)",\s*#\s*([A-E]):', re.MULTILINE)
 
 
 def _lint_env() -> dict[str, str]:
@@ -50,17 +49,13 @@ def test_import_contracts_hold() -> None:
     assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
-def test_every_ignored_import_names_the_stream_that_removes_it() -> None:
-    blocks = re.findall(r"^ignore_imports = \[\n(.*?)^\]", PYPROJECT, re.MULTILINE | re.DOTALL)
-    lines = [line for block in blocks for line in block.splitlines() if line.strip()]
-    assert lines, "no ignore_imports left: replace this test by one asserting there is no ignore_imports key"
-    unowned = [line for line in lines if not BURN_DOWN_LINE.match(line)]
-    assert unowned == []
+def test_no_contract_ignores_an_import() -> None:
+    assert "ignore_imports" not in PYPROJECT  # the burn-down list of issue 22 ended empty
 
 
-def _graph_edges(ignored: set[tuple[str, str]] = set()) -> dict[str, set[str]]:  # noqa: B006 - read only
-    """Every import between nbagent's modules, inside functions too, TYPE_CHECKING ones not,
-    but the ``ignored`` ones; plus the package ``__init__`` Python also runs to import a module
+def _graph_edges() -> dict[str, set[str]]:
+    """Every import between nbagent's modules, inside functions too, TYPE_CHECKING ones not;
+    plus the package ``__init__`` Python also runs to import a module
     of another package."""
     spec = importlib.util.find_spec("nbagent")
     assert spec is not None and spec.origin is not None and Path(spec.origin).parent == PACKAGE
@@ -68,8 +63,6 @@ def _graph_edges(ignored: set[tuple[str, str]] = set()) -> dict[str, set[str]]: 
     edges: dict[str, set[str]] = defaultdict(set)
     for module in graph.modules:
         for imported in graph.find_modules_directly_imported_by(module):
-            if (module, imported) in ignored:
-                continue
             edges[module].add(imported)
             parts = imported.split(".")
             for n in range(1, len(parts)):
@@ -125,11 +118,8 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle_outside_the_ignored_imports() -> None:
-    ignored = {(a, b) for a, b, _ in BURN_DOWN_LINE.findall(PYPROJECT)}
-    edges = _graph_edges()
-    assert ignored <= {(a, b) for a, bs in edges.items() for b in bs}  # each still exists
-    assert _cycles(_graph_edges(ignored)) == []
+def test_no_import_cycle() -> None:
+    assert _cycles(_graph_edges()) == []
 
 
 def test_the_cycle_finder_finds_cycles() -> None:

@@ -1,6 +1,6 @@
 """The step engine works alone: ``StepEngine`` runs, undoes, skips, holds, approves, chats and
 finalizes with nothing above it imported (no store, costs, branches, batch, views or runner
-facade): the services and views only ever listen to it."""
+facade): the services and views only ever listen to it. So does the parallel engine."""
 
 from __future__ import annotations
 
@@ -90,7 +90,37 @@ def scenario() -> dict[str, Any]:
     out["first_was_last"] = first.is_last
     out["events"] = sorted(set(seen))
     out["repr"] = repr(engine)
+    out["parallel"] = _parallel_scenario()
     return out
+
+
+def _parallel_scenario() -> list[Any]:
+    """The parallel engine alone: a plan of two branches and a join, the branches together."""
+    from nbagent.engine.parallel import ParallelStepEngine
+    from nbagent.schema import AgentChatResponse, TaskStep, TaskStepOutput
+    from nbagent.workers.base import BaseAgentWorker
+
+    joins: dict[str, TaskStep] = {}
+
+    class Fan(BaseAgentWorker):
+        def initialize_step(self, task: Any, **kwargs: Any) -> TaskStep:
+            return TaskStep(task_id=task.task_id, input="plan", step_state={"role": "plan"})
+
+        async def arun_step(self, step: TaskStep, task: Any, **kwargs: Any) -> TaskStepOutput:
+            role = step.step_state["role"]
+            if role == "plan":
+                a, b = (TaskStep(task_id=task.task_id, input=x, step_state={"role": "branch"}) for x in "ab")
+                joins[task.task_id] = TaskStep(task_id=task.task_id, input="join", step_state={"role": "join"})
+                return TaskStepOutput(output="planned", task_step=step, next_steps=[a, b], is_last=False)
+            if role == "branch":
+                join = joins[task.task_id]  # both branches return it: it runs once, after both
+                return TaskStepOutput(output=step.input, task_step=step, next_steps=[join], is_last=False)
+            return TaskStepOutput(output=AgentChatResponse(response="joined"), task_step=step, next_steps=[], is_last=True)
+
+    engine = ParallelStepEngine(Fan(), max_concurrency=2)
+    answer = engine.chat("go")
+    (state,) = engine.tasks.values()
+    return [str(answer), sorted(str(o.output) for o in state.completed_steps), engine.max_concurrency]
 
 
 def _check(out: dict[str, Any]) -> None:
@@ -107,6 +137,7 @@ def _check(out: dict[str, Any]) -> None:
         out["events"]
     )
     assert out["repr"].startswith("StepEngine(worker=FunctionCallingAgentWorker, tasks=2")
+    assert out["parallel"] == ["joined", ["a", "b", "joined", "planned"], 2]
 
 
 def test_the_engine_alone_runs_undoes_skips_holds_approves_and_finalizes() -> None:
