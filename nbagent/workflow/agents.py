@@ -342,11 +342,11 @@ def _raw(value: Any) -> Any:
     return value
 
 
-def _final_chunk(last: ChatResponse | None, agent: str, llm: LLM) -> ChatResponse:
+def _final_chunk(last: ChatResponse | None) -> ChatResponse:
+    """The reply a stream ended on; a stream with no chunk at all is an empty reply (as on the
+    reference: a FunctionAgent's answer is then empty, a ReActAgent's "Got empty message")."""
     if last is None:
-        raise WorkflowRuntimeError(
-            f"agent {agent!r}: {llm!r} streamed no reply at all; a reply needs at least one chunk"
-        )
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=""))
     return last
 
 
@@ -392,7 +392,7 @@ class FunctionAgent(BaseWorkflowAgent):
                     current_agent_name=self.name,
                 )
             )
-        final = _final_chunk(last, self.name, self.llm)
+        final = _final_chunk(last)
         update: dict[str, Any] = {"role": MessageRole.ASSISTANT}
         if final.message.content == "":  # an empty reply: content None, as the reference has it
             update["content"] = None
@@ -540,7 +540,7 @@ class ReActAgent(BaseWorkflowAgent):
                     current_agent_name=self.name,
                 )
             )
-        final = _final_chunk(last, self.name, self.llm)
+        final = _final_chunk(last)
         raw = _raw(final.raw)
         text = final.message.text
         if not text.strip():

@@ -239,10 +239,14 @@ class AgentWorkflow(Workflow, PromptMixin):
             """Hand off to another agent."""
             current = await ctx.get("current_agent_name")
             allowed = workflow.handoff_targets(current)
+            # as on the reference: the model reads what was wrong and the run goes on
+            if to_agent not in workflow.agents:
+                valid = ", ".join(n for n in workflow.agents if n != current)
+                return f"Agent {to_agent} not found. Please select a valid agent to hand off to. Valid agents: {valid}"
             if to_agent not in allowed:
-                raise ValueError(
-                    f"agent {current!r} cannot hand off to {to_agent!r}; it can hand off to: "
-                    f"{', '.join(allowed) or '(nobody)'}"
+                return (
+                    f"Agent {current} cannot hand off to {to_agent}. Please select a valid agent to hand off to. "
+                    f"Valid agents: {', '.join(allowed)}"
                 )
             await ctx.set("next_agent", to_agent)
             return _fill(workflow.handoff_output_prompt, to_agent=to_agent, reason=reason)
