@@ -15,6 +15,7 @@ from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
 from nbagent.workflow.checkpoint import Checkpoint
 from nbagent.workflow.checkpointer import WorkflowCheckpointer
 from nbagent.workflow.context import Context, current_context
+from nbagent.workflow.store import ContextStore, StoreState
 from nbagent.workflow.decorators import StepSpec, step
 from nbagent.workflow.errors import (
     CheckpointError,
@@ -78,6 +79,8 @@ __all__ = [
     "step",
     "StepSpec",
     "Context",
+    "ContextStore",
+    "StoreState",
     "current_context",
     "WorkflowHandler",
     "JsonSerializer",

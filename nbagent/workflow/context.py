@@ -27,6 +27,7 @@ from nbagent.workflow.events import (
     event_type_name,
 )
 from nbagent.workflow.serde import check_serializer, decode_event, decode_value, encode_event, encode_value
+from nbagent.workflow.store import ContextStore
 
 if TYPE_CHECKING:
     from nbagent.workflow.runtime import Runner
@@ -122,6 +123,7 @@ class Context:
         self._ran: dict[int, dict[str, Any]] = {}
         self._next_exec = 1
         self._runner: Runner | None = None
+        self._store: ContextStore | None = None
 
     # ----- what it is ---------------------------------------------------------------------
     @property
@@ -160,6 +162,16 @@ class Context:
         )
 
     # ----- state --------------------------------------------------------------------------
+    @property
+    def store(self) -> ContextStore:
+        """The state as the 0.12 workflow docs use it: ``await ctx.store.get("state")``,
+        ``ctx.store.set``, ``async with ctx.store.edit_state() as s`` (the same keys as ``get``
+        and ``set``; see ``nbagent.workflow.store``)."""
+        store = self._store
+        if store is None or store._data is not self._state:  # from_dict swaps the dict in
+            store = self._store = ContextStore(self._state)
+        return store
+
     async def get(self, key: str, default: Any = _MISSING) -> Any:
         """The value stored under ``key``; ``default`` if given and the key is not set."""
         if key in self._state:
