@@ -368,24 +368,19 @@ def test_panel_rows_approve_edit_and_reject_like_their_python_twins() -> None:
     task = agent.create_task("tidy")
     panel = AgentPanel(agent, task, throttle_s=0)
     try:
-        assert panel.approvals.widget.children == ()
-        panel.step_button.click()
-        panel.graph.flush()
-        panel._refresh_now()
-        rows = list(panel.approvals.rows.values())
-        assert [r.call.arguments for r in rows] == [{"path": "a.txt"}, {"path": "notes.md"}]
-        assert panel.step_button.disabled  # nothing can run until both are decided
-        assert "delete_file(path=&quot;a.txt&quot;)" in rows[0].label.value
-        rows[0].arguments.value = '{"path": "b.txt"'  # broken JSON: shown, nothing decided
-        rows[0].edit_button.click()
-        assert "must be a JSON object" in panel._notice and len(agent.pending_approvals(task)) == 2
-        rows[0].arguments.value = '{"path": "b.txt"}'
-        rows[0].edit_button.click()
-        assert [p.call_id for p in agent.pending_approvals(task)] == [rows[1].call.call_id]
-        assert len(panel.approvals.widget.children) == 1  # the decided row is gone
-        rows[1].reason.value = "keep my notes"
-        rows[1].reject_button.click()
-        assert panel.approvals.widget.children == () and not panel.step_button.disabled
+        assert panel.approvals == []
+        panel.press("step")  # what the browser's clicks send: the commands of the rows
+        rows = panel.approvals
+        assert [json.loads(r["args"]) for r in rows] == [{"path": "a.txt"}, {"path": "notes.md"}]
+        assert not panel.buttons["step"]  # nothing can run until both are decided
+        assert rows[0]["label"] == 'delete_file(path="a.txt")'
+        panel.press("edit", call=rows[0]["call"], arguments='{"path": "b.txt"')  # broken JSON: shown
+        assert "must be a JSON object" in panel.status_text() and len(agent.pending_approvals(task)) == 2
+        panel.press("edit", call=rows[0]["call"], arguments='{"path": "b.txt"}')
+        assert [p.call_id for p in agent.pending_approvals(task)] == [rows[1]["call"]]
+        assert [r["call"] for r in panel.approvals] == [rows[1]["call"]]  # the decided row is gone
+        panel.press("reject", call=rows[1]["call"], reason="keep my notes")
+        assert panel.approvals == [] and panel.buttons["step"]
         rec = agent.get_upcoming_steps(task)[0].step_state["approval"]["decisions"]
         assert [(d["decision"], d["by"], d["arguments"], d["reason"]) for d in rec.values()] == [
             ("approved", "panel", {"path": "b.txt"}, None),

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from nbagent import AgentRunner, FnAgentWorker, TaskStateError, TaskStatus
+from nbagent.viz.live import EMPTY_DOT
 from nbagent.viz.panel.controller import PanelController, latest_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ c.press(c.step)  # what a click does: shown, not raised
 assert "no task selected" in c.notice and c.notice_is_error
 
 first = c.new_task("count")
-assert c.task_id == first.task_id and "task" in kinds and c.notice == ""
+assert c.task_id == first.task_id and kinds[-1] == "state" and c.notice == ""
 c.inject("steer")
 assert c.inject_text == "steer" and kinds[-1] == "inject"
 out = c.step()
@@ -173,7 +174,7 @@ def test_every_twin_works_with_no_widget_library_imported() -> None:
 
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["loaded"] == [], f"the controller pulled in widget modules: {report['loaded']}"
-    assert report["kinds"] == ["inject", "settle", "state", "task", "tokens"]
+    assert report["kinds"] == ["inject", "state", "tokens"]
 
 
 # ----- in this process: what the views are told ------------------------------------------------
@@ -190,7 +191,7 @@ def test_an_action_settles_then_redraws_once_and_a_click_error_is_a_notice() -> 
     c.step()
     kinds.clear()
     c.undo()
-    assert kinds == ["settle", "state", "tokens"]
+    assert kinds == ["state"]  # one redraw: the graph, the buttons, the emptied token view
     kinds.clear()
     c.press(c.undo)  # nothing left to undo: shown, not raised, nothing changed
     assert kinds == ["state"] and "nothing to undo" in c.notice and c.notice_is_error
@@ -230,9 +231,9 @@ def test_a_task_made_elsewhere_is_shown_when_none_was_and_a_deleted_one_goes() -
     kinds: list[str] = []
     c = PanelController(runner, on_change=kinds.append, throttle_s=0)
     task = runner.create_task("made in a cell")
-    assert c.task_id == task.task_id and "task" in kinds
+    assert c.task_id == task.task_id and "state" in kinds
     runner.delete_task(task)
-    assert c.task_id is None and kinds.count("task") == 2
+    assert c.task_id is None and c.dot() == EMPTY_DOT
 
 
 def test_streamed_tokens_are_kept_per_step_and_the_note_says_how_it_ended() -> None:

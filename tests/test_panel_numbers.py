@@ -45,21 +45,28 @@ def html_items(html: str) -> Seen:
 
 
 def picker(panel: AgentPanel) -> Seen:
+    """The step nodes the browser is told about (its step picker lists them, the graph's
+    nodes read them out): short id -> (number, status word)."""
     seen: Seen = {}
-    for label, sid in panel.step_picker.options:
-        m = _PICKER.match(label)
-        assert m is not None, label
-        seen[short_id(sid)] = (int(m.group(1)), m.group(2))
+    for node in panel.nodes:
+        if not node["name"].startswith("s"):
+            continue  # an undone run: the step's own node says what the step is now
+        m = _PICKER.match(node["head"])
+        assert m is not None, node
+        assert m.group(1) == str(node["number"]) and node["status"].startswith(m.group(2)), node
+        seen[short_id(node["step"])] = (int(m.group(1)), m.group(2))
     return seen
 
 
 def inspector(panel: AgentPanel) -> Seen:
     seen: Seen = {}
-    for _, sid in list(panel.step_picker.options):
-        panel.inspect(sid)
-        m = re.search(r"step <b>#(\d+) (\w+)", panel.inspector.value)
-        assert m is not None, panel.inspector.value[:300]
-        seen[short_id(sid)] = (int(m.group(1)), m.group(2))
+    for node in list(panel.nodes):
+        if not node["name"].startswith("s"):
+            continue
+        panel.inspect(node["step"])
+        m = re.match(r"#(\d+) (\w+)", panel.inspector["head"])
+        assert m is not None, panel.inspector
+        seen[short_id(node["step"])] = (int(m.group(1)), m.group(2))
     panel.inspect(None)
     return seen
 
@@ -67,12 +74,11 @@ def inspector(panel: AgentPanel) -> Seen:
 def check_one_numbering(runner: AgentRunner, panel: AgentPanel) -> Seen:
     """Every view agrees with the picker; returns the picker's view."""
     state = runner.state_of(panel.task_id)
-    panel.graph.flush()
     shown = picker(panel)
     assert inspector(panel) == shown
     assert html_items(timeline_html(state)) == shown
     assert html_items(report_html(runner)) == shown
-    for dot in (panel.graph.source, task_to_dot(state)):
+    for dot in (panel.dot, task_to_dot(state)):
         nodes = dot_nodes(dot)
         for sid, (n, word) in shown.items():
             # its own node (or, for an undone step that had run, its undone run)
@@ -139,9 +145,9 @@ def test_every_view_numbers_the_steps_as_the_graph_does(name: str) -> None:
     shown = check_one_numbering(runner, panel)
     assert _statuses(shown) == expected
     # the latest step, as the picker follows it, has the graph's number in the token note too
-    latest = panel.step_picker.value
+    latest = panel.selected
     n, word = shown[short_id(latest)]
-    assert f"step #{n} · {word}" in panel.tokens_view.value
+    assert f"step #{n} · {word}" in panel.tokens_note
 
 
 def test_after_an_undo_the_picker_says_what_the_graph_says_for_the_answer() -> None:
@@ -152,10 +158,10 @@ def test_after_an_undo_the_picker_says_what_the_graph_says_for_the_answer() -> N
         panel.step()
     panel.undo()
     panel.run()
-    labels = [label for label, _ in panel.step_picker.options]
+    labels = [node["head"] for node in panel.nodes if node["name"].startswith("s")]
     answer = next(label for label in labels if "answer" in label)
     assert answer.startswith("#4 done · answer"), labels
-    assert "#4 done · answer" in panel.graph.source
+    assert "#4 done · answer" in panel.dot
     assert any(label.startswith("#4 undone · never ran") for label in labels), labels
     check_one_numbering(runner, panel)
 
@@ -168,13 +174,12 @@ def test_a_skipped_step_is_drawn_as_skipped_in_every_view() -> None:
     skipped = panel.skip().task_step.step_id
     state = runner.state_of(panel.task_id)
     assert state.step_status(skipped).value == "done"  # the engine's status is unchanged
-    panel.graph.flush()
-    for dot in (panel.graph.source, task_to_dot(state)):
+    for dot in (panel.dot, task_to_dot(state)):
         line = next(line for line in dot.splitlines() if short_id(skipped) in line and "[label=" in line)
         assert "#2 skipped" in line and "not run" in line
         assert 'fillcolor="#dcfce7"' not in line  # not the green of a done step
     assert picker(panel)[short_id(skipped)] == (2, "skipped")
     panel.inspect(skipped)
-    assert "step <b>#2 skipped" in panel.inspector.value
+    assert panel.inspector["head"].startswith("#2 skipped")
     assert 'nb-s-skipped">skipped</span>' in timeline_html(state)
     assert 'nb-s-skipped">skipped</span>' in report_html(runner)

@@ -65,7 +65,7 @@ def test_the_last_redraw_after_a_streamed_answer_shows_the_whole_answer(make: An
         runner = make(delay)
         task = runner.create_task("What is 2 + 2?")
         panel = AgentPanel(runner, task)  # the default throttle, as in a notebook
-        assert panel.graph.throttle_s == 0.1
+        assert panel.controller.throttle_s == 0.1
         for _ in range(2):  # Run step twice: the tool call, then the streamed answer
             running = panel.step()
             assert isinstance(running, asyncio.Task)  # in the background, as in Jupyter
@@ -74,11 +74,11 @@ def test_the_last_redraw_after_a_streamed_answer_shows_the_whole_answer(make: An
         state = runner.state_of(task)
         assert state.status == TaskStatus.FINALIZED
         # at once when the run ends: no hand-made redraw, no waiting for a timer
-        assert ANSWER in _answer_line(panel.graph.source)
-        assert panel.graph.source == task_to_dot(state)
+        assert ANSWER in _answer_line(panel.dot)
+        assert panel.dot == task_to_dot(state)
         await asyncio.sleep(0.25)  # and no later redraw brings a stale text back
-        assert panel.graph.source == task_to_dot(state)
-        assert ANSWER in panel.status_line.value
+        assert panel.dot == task_to_dot(state)
+        assert ANSWER in panel.status_text()
 
     asyncio.run(main())
 
@@ -114,8 +114,8 @@ def test_without_an_event_loop_the_panel_also_draws_the_whole_answer() -> None:
     panel.step()
     panel.step()
     state = runner.state_of(task)
-    assert ANSWER in _answer_line(panel.graph.source)
-    assert panel.graph.source == task_to_dot(state)
+    assert ANSWER in _answer_line(panel.dot)
+    assert panel.dot == task_to_dot(state)
 
 
 def test_scripted_stream_without_delay_still_matches_the_static_graph() -> None:
@@ -124,4 +124,4 @@ def test_scripted_stream_without_delay_still_matches_the_static_graph() -> None:
     task = runner.create_task("What is 2 + 2?")
     panel = AgentPanel(runner, task)
     panel.step()
-    assert panel.graph.source == task_to_dot(runner.state_of(task))
+    assert panel.dot == task_to_dot(runner.state_of(task))

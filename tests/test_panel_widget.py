@@ -1,9 +1,10 @@
-"""PanelWidget (the panel as one anywidget) without a browser: commands in, traitlets out.
+"""AgentPanel (the panel as one anywidget) without a browser: commands in, traitlets out.
 
 The browser side is tested in tests/browser (JupyterLab, Notebook 7, marimo). Here: every
 command reaches its Python twin, a command that cannot be done is shown and changes nothing,
-the traitlets say what the ipywidgets panel says (same buttons enabled, same graph), state
-crosses as small plain data (no HTML), and the shipped ES module is what js/ builds.
+the buttons are on exactly when their twins can act, the graph's nodes are described as the
+DOT draws them, state crosses as small plain data (no HTML) through one widget (no hidden
+ones), and the shipped ES module is what js/ builds.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from nbagent import (
     TaskStatus,
 )
 from nbagent.engine.state import StepStatus
-from nbagent.viz.dot import STATUS_COLORS
-from nbagent.viz.panel_widget import COMMANDS, STATIC, PanelWidget
+from nbagent.viz.dot import STATUS_COLORS, task_to_dot
+from nbagent.viz.panel.commands import COMMANDS
+from nbagent.viz.panel.widget import STATIC, AgentPanel
 
 REPO = Path(__file__).resolve().parents[1]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -82,28 +84,32 @@ class StreamingWorker(CustomSimpleAgentWorker):
         pass
 
 
-def send(w: PanelWidget, **content: Any) -> None:
-    """What the browser does on a click: a custom message on the widget's comm."""
-    w._on_command(w, content, [])
+def message(w: AgentPanel, content: Any) -> None:
+    """What the browser's ``model.send(content)`` delivers: a custom message on the widget's
+    comm, handed to ipywidgets' own dispatch."""
+    w._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
+def send(w: AgentPanel, **content: Any) -> None:
+    """What the browser does on a click."""
+    message(w, content)
 
 
 def drawn_nodes(dot: str) -> dict[str, tuple[int, str]]:
     return {m.group(1): (int(m.group(2)), m.group(3)) for m in NODE_LINE.finditer(dot)}
 
 
-def ipywidgets_buttons(w: PanelWidget) -> dict[str, bool]:
-    """Which buttons the ipywidgets panel has enabled (the reference for ``buttons``)."""
-    p = w.panel
-    pairs = {"new": p.new_task_button, "step": p.step_button, "run": p.run_button, "stop": p.stop_button,
-             "undo": p.undo_button, "retry": p.retry_button, "skip": p.skip_button,
-             "abandon": p.abandon_button, "release": p.release_button, "task_picker": p.task_picker}
-    return {name: not b.disabled for name, b in pairs.items()}
+def enabled(w: AgentPanel) -> set[str]:
+    return {name for name, on in w.buttons.items() if on}
 
 
-def check_graph_traits(w: PanelWidget) -> None:
+IDLE = {"new", "task_picker", "abandon"}  # an open task, nothing running
+
+
+def check_graph_traits(w: AgentPanel) -> None:
     """Every node drawn in ``dot`` is described in ``nodes`` with the number and status it
     shows; the DOT is the live graph's."""
-    assert w.dot == w.panel.graph.dot()
+    assert w.dot == task_to_dot(w.state)
     described = {n["name"]: n for n in w.nodes}
     for name, (number, word) in drawn_nodes(w.dot).items():
         if name.startswith("c"):
@@ -111,7 +117,7 @@ def check_graph_traits(w: PanelWidget) -> None:
         n = described[name]
         assert n["number"] == number and n["head"].startswith(f"#{number} "), (name, n)
         assert n["status"].split()[0] == word or (word == "skipped" and n["status"] == "skipped"), (name, n)
-        assert n["step"] in w.panel.state.steps  # type: ignore[union-attr]
+        assert n["step"] in w.state.steps  # type: ignore[union-attr]
 
 
 # ----- commands reach the twins ----------------------------------------------------------------
@@ -119,8 +125,8 @@ def check_graph_traits(w: PanelWidget) -> None:
 
 def test_buttons_drive_the_twins_and_every_traitlet_follows() -> None:
     runner = counting_runner(5)
-    w = PanelWidget(runner, runner.create_task("count"))
-    assert w.protocol == 1 and w.buttons == ipywidgets_buttons(w)
+    w = AgentPanel(runner, runner.create_task("count"))
+    assert w.protocol == 1 and w.kind == "agent" and enabled(w) == IDLE | {"step", "run"}
     assert [n["status"] for n in w.nodes] == ["queued"]
     for _ in range(3):
         send(w, cmd="step", input="")
@@ -133,7 +139,7 @@ def test_buttons_drive_the_twins_and_every_traitlet_follows() -> None:
     assert [(n["name"], n["status"]) for n in w.nodes] == [
         ("s0", "done"), ("s1", "done"), ("s2", "queued"), ("s3", "undone"), ("u0", "undone run")]
     check_graph_traits(w)
-    assert w.buttons == ipywidgets_buttons(w) and w.buttons["undo"]
+    assert enabled(w) == IDLE | {"step", "run", "undo"}
     # the inspector follows the latest step unless one was picked
     assert w.selected == state.completed_steps[-1].task_step.step_id and w.inspector["head"] == "#2 done"
     first = w.nodes[0]["step"]
@@ -141,35 +147,46 @@ def test_buttons_drive_the_twins_and_every_traitlet_follows() -> None:
     assert w.selected == first and w.inspector["head"] == "#1 done" and w.inspector["output"] == "partial 1"
     send(w, cmd="run")
     assert state.status == TaskStatus.FINALIZED and w.status["answer"] == "the answer is 5"
-    assert w.buttons == ipywidgets_buttons(w) and not w.buttons["step"]
+    assert enabled(w) == {"new", "task_picker"}  # finalized: nothing to run, undo or abandon
     assert w.transcript["messages"][-1]["text"] == "the answer is 5"
 
 
-def test_buttons_are_enabled_exactly_as_in_the_ipywidgets_panel_in_every_state() -> None:
+def test_a_button_is_on_exactly_when_its_twin_can_act() -> None:
     runner = counting_runner(3, fail_once_at=2)
-    w = PanelWidget(runner, runner.create_task("x"))
-    seen = [w.buttons]
-    for content in ({"cmd": "step"}, {"cmd": "step"}, {"cmd": "skip"}, {"cmd": "undo"}, {"cmd": "step"},
-                    {"cmd": "retry"}, {"cmd": "abandon"}, {"cmd": "new_task", "text": "again"},
-                    {"cmd": "run"}):
+    w = AgentPanel(runner, runner.create_task("x"))
+    expected = [
+        ({"cmd": "step"}, IDLE | {"step", "run", "undo"}),
+        ({"cmd": "step"}, IDLE | {"step", "run", "undo", "retry", "skip"}),  # step 2 failed
+        ({"cmd": "skip"}, IDLE | {"step", "run", "undo"}),
+        ({"cmd": "undo"}, IDLE | {"step", "run", "undo", "retry", "skip"}),  # the failure is back
+        ({"cmd": "retry"}, IDLE | {"step", "run", "undo"}),
+        ({"cmd": "abandon"}, {"new", "task_picker"}),
+        ({"cmd": "new_task", "text": "again"}, IDLE | {"step", "run"}),
+        ({"cmd": "run"}, {"new", "task_picker"}),
+    ]
+    for content, on in expected:
         send(w, **content)
-        assert w.buttons == ipywidgets_buttons(w), content
-        seen.append(w.buttons)
-    # the scenario went through a failure (retry and skip on) and an ended task (all off)
-    assert any(b["retry"] and b["skip"] for b in seen) and any(not b["abandon"] and not b["undo"] for b in seen)
+        assert w.status["notice"] == "", (content, w.status)
+        assert enabled(w) == on, (content, enabled(w))
+    # and a press on a button that is off is refused with a reason, changing nothing
+    for cmd in ("step", "run", "undo", "retry", "skip", "abandon", "release"):
+        send(w, cmd=cmd)
+        assert w.status["notice_error"] and w.status["notice"], cmd
 
 
-def test_a_busy_run_shows_stop_and_the_buttons_of_the_ipywidgets_panel() -> None:
+def test_a_busy_run_shows_stop_and_turns_the_other_buttons_off() -> None:
     async def main() -> None:
         runner = counting_runner(4, delay=0.05)
-        w = PanelWidget(runner, runner.create_task("slow"), throttle_s=0.0)
+        w = AgentPanel(runner, runner.create_task("slow"), throttle_s=0.0)
         send(w, cmd="run")
         await asyncio.sleep(0.08)
-        assert w.panel.busy and w.buttons["stop"] and not w.buttons["step"] and w.status["state"] == "running"
-        assert w.buttons == ipywidgets_buttons(w)
+        assert w.busy and w.status["state"] == "running"
+        assert enabled(w) == {"stop"}
+        send(w, cmd="step")  # refused while it runs: shown, nothing started
+        assert "run is going on" in w.status["notice"]
         send(w, cmd="stop")
         await w.wait()
-        assert not w.panel.busy and w.buttons == ipywidgets_buttons(w)
+        assert not w.busy and enabled(w) == IDLE | {"step", "run", "undo"}
         assert w.status["notice"].startswith("stopped after")
 
     asyncio.run(main())
@@ -177,7 +194,7 @@ def test_a_busy_run_shows_stop_and_the_buttons_of_the_ipywidgets_panel() -> None
 
 def test_a_command_that_cannot_be_done_is_shown_and_changes_nothing() -> None:
     runner = counting_runner(3)
-    w = PanelWidget(runner, runner.create_task("x"))
+    w = AgentPanel(runner, runner.create_task("x"))
     send(w, cmd="step")
     state = runner.state_of(w.task_id)
     queued_id = state.step_queue[0].step_id
@@ -199,9 +216,9 @@ def test_a_command_that_cannot_be_done_is_shown_and_changes_nothing() -> None:
         ({"cmd": "approve", "call": "nope"}, "nope"),
         ({"cmd": "inspect", "step": "not-a-step"}, "is not a step of task"),
     ]
-    for content, message in bad:
-        w._on_command(w, content, [])  # never raises into the kernel
-        assert w.status["notice_error"] and message in w.status["notice"], (content, w.status)
+    for content, reason in bad:
+        message(w, content)  # never raises into the kernel
+        assert w.status["notice_error"] and reason in w.status["notice"], (content, w.status)
         assert snapshot() == before, content
     send(w, cmd="stop")  # nothing running: a plain note, not an error
     assert w.status["notice"] == "nothing is running" and not w.status["notice_error"]
@@ -211,7 +228,7 @@ def test_a_command_that_cannot_be_done_is_shown_and_changes_nothing() -> None:
 
 def test_the_inspector_undoes_back_to_a_step_forks_from_it_and_edits_a_queued_input() -> None:
     runner = counting_runner(9)
-    w = PanelWidget(runner, runner.create_task("x"))
+    w = AgentPanel(runner, runner.create_task("x"))
     for _ in range(3):
         send(w, cmd="step")
     state = runner.state_of(w.task_id)
@@ -252,7 +269,7 @@ def test_approvals_are_decided_from_the_browser() -> None:
                             {"name": "delete_file", "arguments": {"path": "notes.md"}}]}
     agent = FunctionCallingAgent.from_tools(
         [FunctionTool.from_defaults(delete_file, requires_approval=True)], llm=ScriptedLLM([calls, "done"]))
-    w = PanelWidget(agent, agent.create_task("tidy up"))
+    w = AgentPanel(agent, agent.create_task("tidy up"))
     send(w, cmd="step")
     assert [(a["tool"], json.loads(a["args"])) for a in w.approvals] == [
         ("delete_file", {"path": "a.txt"}), ("delete_file", {"path": "notes.md"})]
@@ -290,7 +307,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, A
 
 def test_state_crosses_as_small_plain_data_and_only_what_changed(recorded: list[Any]) -> None:
     runner = counting_runner(5)
-    w = PanelWidget(runner, runner.create_task("count"), throttle_s=3600.0)
+    w = AgentPanel(runner, runner.create_task("count"), throttle_s=3600.0)
     last = dict(w.get_state())
     recorded.clear()
     send(w, cmd="step")
@@ -310,11 +327,23 @@ def test_state_crosses_as_small_plain_data_and_only_what_changed(recorded: list[
     assert "_esm" not in sent and len(sent) < 16_000, len(sent)  # a few KB: the module is never resent
 
 
+def test_the_panel_is_one_widget_with_no_hidden_ones_inside(recorded: list[Any]) -> None:
+    runner = counting_runner(3)
+    w = AgentPanel(runner, runner.create_task("x"))
+    send(w, cmd="step")
+    models = {d["state"]["_model_name"]: d["state"] for _, kind, d in recorded if kind == "comm_open"}
+    opened = [d["state"]["_model_name"] for _, kind, d in recorded if kind == "comm_open"]
+    # the anywidget and the Layout every ipywidgets DOMWidget carries: no buttons, boxes or graph
+    assert sorted(opened) == ["AnyModel", "LayoutModel"], opened
+    assert models["AnyModel"]["kind"] == "agent"
+    assert len(models["AnyModel"]["_esm"]) > 500_000  # the module, with Graphviz inside, once
+
+
 def test_streamed_tokens_grow_by_appending_while_the_step_runs() -> None:
     async def main() -> list[str]:
         llm = ScriptedLLM(["alpha beta gamma delta epsilon zeta", "second reply"])
         runner = AgentRunner(StreamingWorker(llm=llm, steps=2))
-        w = PanelWidget(runner, runner.create_task("stream"), throttle_s=0.01)
+        w = AgentPanel(runner, runner.create_task("stream"), throttle_s=0.01)
         values: list[str] = []
         w.observe(lambda c: values.append(c["new"]), names="tokens")
         await w.step()
@@ -330,7 +359,7 @@ def test_streamed_tokens_grow_by_appending_while_the_step_runs() -> None:
 
 def test_untrusted_text_crosses_as_text_and_the_static_picture_escapes_it() -> None:
     runner = AgentRunner(StreamingWorker(llm=ScriptedLLM([HOSTILE, HOSTILE]), steps=2))
-    w = PanelWidget(runner, runner.create_task(HOSTILE))
+    w = AgentPanel(runner, runner.create_task(HOSTILE))
     send(w, cmd="step", input=HOSTILE)
     send(w, cmd="inspect", step=w.nodes[0]["step"])
     # the browser puts these in with textContent: they must arrive as the text they are
@@ -344,18 +373,19 @@ def test_untrusted_text_crosses_as_text_and_the_static_picture_escapes_it() -> N
 
 def test_mimebundle_keeps_a_static_picture_for_frontends_without_widgets() -> None:
     runner = counting_runner(3)
-    w = PanelWidget(runner, runner.create_task("show me"))
+    w = AgentPanel(runner, runner.create_task("show me"))
     send(w, cmd="step")
     bundle = w._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html", WIDGET_VIEW}
     assert bundle[WIDGET_VIEW]["model_id"] == w.model_id
-    assert bundle["text/plain"].startswith("PanelWidget(task=") and "0x" not in bundle["text/plain"]
+    assert bundle["text/plain"].startswith("AgentPanel(task=") and "0x" not in bundle["text/plain"]
+    assert bundle["text/plain"] == repr(w)
     assert "1 done" in bundle["text/html"] and "<svg" in bundle["text/html"]  # the graph, inline
 
 
 def test_close_stops_listening() -> None:
     runner = counting_runner(3)
-    w = PanelWidget(runner, runner.create_task("x"))
+    w = AgentPanel(runner, runner.create_task("x"))
     dot = w.dot
     w.close()
     runner.run_step(w.task_id)
@@ -367,7 +397,7 @@ def test_close_stops_listening() -> None:
 
 def test_the_es_module_ships_in_the_package_with_graphviz_inside_and_fetches_nothing() -> None:
     js = (STATIC / "panel.js").read_text()
-    assert str(PanelWidget._esm) == js
+    assert str(AgentPanel._esm) == js
     assert len(js) > 500_000  # Graphviz's WebAssembly, inlined
     assert re.search(r"export\{\w+ as default\};\s*$", js)
     assert "import(" not in js and "importScripts" not in js and "new Worker" not in js

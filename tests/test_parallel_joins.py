@@ -212,14 +212,13 @@ def test_panel_release_button_and_its_python_twin() -> None:
 
     runner = ParallelAgentRunner(HeldWorker())
     task = runner.create_task("go")
-    panel = AgentPanel(runner, task)
-    assert panel.release_button.disabled
+    panel = AgentPanel(runner, task, throttle_s=0)
+    assert not panel.buttons["release"]
     runner.run_steps_in_queue(task.task_id)
-    panel._refresh_now()
-    assert not panel.release_button.disabled and panel.step_button.disabled
-    assert "1 held" in panel.status_line.value
-    panel.release_button.click()
-    assert panel.release_button.disabled and not panel.step_button.disabled
+    assert panel.buttons["release"] and not panel.buttons["step"]
+    assert "1 held" in panel.status_text()
+    panel.press("release")  # what a click on Release does
+    assert not panel.buttons["release"] and panel.buttons["step"]
     assert runner.get_upcoming_steps(task.task_id)[0].is_ready
     # the twin: hold it again from code, release from Python
     gate = runner.get_upcoming_steps(task.task_id)[0]

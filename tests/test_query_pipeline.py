@@ -462,11 +462,11 @@ def test_the_panel_steps_shows_a_failure_retries_undoes_and_runs_to_the_end() ->
     panel = agent.panel(task)
 
     def statuses() -> list[str]:
-        return re.findall(r"^\s+s\d+ \[label=<<B>#\d+ (\w+)", panel.graph.source, re.M)
+        return re.findall(r"^\s+s\d+ \[label=<<B>#\d+ (\w+)", panel.dot, re.M)
 
     panel.step()
     result = panel.step()
-    assert isinstance(result, ValueError) and "pipeline failed once" in panel.status_line.value
+    assert isinstance(result, ValueError) and "pipeline failed once" in panel.status_text()
     assert statuses() == ["done", "failed"] and task.extra_state["n"] == 1
     assert not isinstance(panel.retry(), BaseException)
     assert statuses() == ["done", "done", "queued"] and task.extra_state["n"] == 2
@@ -475,7 +475,7 @@ def test_the_panel_steps_shows_a_failure_retries_undoes_and_runs_to_the_end() ->
     out = panel.run()
     assert out is not None and not isinstance(out, BaseException) and out.is_last
     assert agent.state_of(task).status == TaskStatus.FINALIZED
-    assert "the answer is 4" in panel.transcript.value
+    assert "the answer is 4" in panel.transcript["messages"][-1]["text"]
 
 
 def test_a_saved_run_loads_and_finishes_with_the_same_answer_and_memory(tmp_path: Any) -> None:

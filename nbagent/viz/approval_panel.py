@@ -1,5 +1,6 @@
-"""Old home of the panel's approval rows: see ``nbagent.viz.panel.approvals``."""
+"""Old home of the panel's approval helpers: the rows are drawn by the panel's browser side
+now (``nbagent.viz.panel``); ``parse_arguments`` lives in ``nbagent.viz.panel.commands``."""
 
-from nbagent.viz.panel.approvals import ApprovalRows, parse_arguments
+from nbagent.viz.panel.commands import parse_arguments
 
-__all__ = ["ApprovalRows", "parse_arguments"]
+__all__ = ["parse_arguments"]

@@ -1,7 +1,9 @@
-"""The control panel: a controller with no widget (``controller``), the widget bound to it
-(``widget``), and its pictures as pure HTML (``status``). ``AgentPanel`` is what
-``runner.panel(task)`` returns; the widget module is imported only when it is asked for, so
-the controller runs (and is tested) where no widget library is installed."""
+"""The control panel, in four parts: ``controller`` (``PanelController``: the Python twins, the
+run loop, Stop, events, tokens; no widget), ``widget`` (``AgentPanel``: one anywidget bound to
+a controller, what ``runner.panel(task)`` returns), ``data`` and ``commands`` (what crosses to
+and from the browser), ``status`` (the static picture as HTML). The widget module is imported
+only when ``AgentPanel`` is asked for, so the controller runs where no widget library is
+installed."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ loop behind Run step / Retry / Run to end, Stop and cancel, the runner's events,
 of the running step, and the transcript. A view (the panel's widget, a test) passes an
 ``on_change(kind)`` callback and redraws from the controller's state when it is called:
 
-- ``"task"``: another task is shown (``task_id``);
-- ``"settle"``: an action or a run ended; what is shown must catch up now (the graph too);
-- ``"state"``: anything the views show changed (throttled for events);
-- ``"tokens"``: the running step streamed (``streamed_text``, ``tokens_note()``);
+- ``"state"``: anything the views show changed, the step graph (``dot()``) and the tokens
+  included (at once after an action; throttled for the runner's events);
+- ``"tokens"``: only the tokens changed: the running step streamed (``streamed_text``,
+  ``tokens_note()``);
 - ``"inject"``: the controller changed ``inject_text`` (used by a step, or put back after a
   failure so that Retry gets it).
 
@@ -90,7 +90,8 @@ class PanelController:
     """Drives ``runner`` for a panel (see the module docstring). ``task``: the task shown
     first (default: the newest). ``auto_finalize``: finalize a task as soon as its last step
     is done (its messages then join the runner's memory, as ``runner.chat`` does).
-    ``throttle_s`` bounds how often ``on_change("state")`` is called for events."""
+    ``throttle_s`` bounds how often ``on_change("state")`` is called for events. Other
+    keyword arguments go to the step graph (``task_to_dot``'s ``rankdir``, ``max_label``...)."""
 
     def __init__(
         self,
@@ -100,7 +101,11 @@ class PanelController:
         throttle_s: float = 0.1,
         auto_finalize: bool = True,
         on_change: Callable[[str], None] | None = None,
+        **graph_options: Any,
     ) -> None:
+        from nbagent.viz.panel.graph import ShownGraph
+
+        self.graph = ShownGraph(**graph_options)  # refuses an unknown option before anything else
         self.runner = runner
         self.auto_finalize = auto_finalize
         self.on_change = on_change
@@ -171,9 +176,7 @@ class PanelController:
             raise TaskStateError("a run is going on in this panel; press Stop before switching task")
         self._task_id = None if state is None else state.task_id
         self._follow_latest = True
-        self._reset_tokens()
-        self._emit("tokens")  # not the previous task's stream
-        self._emit("task")
+        self._reset_tokens()  # not the previous task's stream
         self._set_notice("")
         self.refresh_now()
 
@@ -235,7 +238,6 @@ class PanelController:
         self.error = None
         self._reset_tokens(step.step_id)  # what it streamed was taken back with it
         self._after_action()
-        self._emit("tokens")
         return step
 
     def skip(self) -> TaskStepOutput:
@@ -245,7 +247,6 @@ class PanelController:
         self.error = None
         self._reset_tokens(out.task_step.step_id)
         self._after_action()
-        self._emit("tokens")
         return out
 
     def approve(self, call_id: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -300,7 +301,6 @@ class PanelController:
         self.error = None
         self._reset_tokens()
         self._after_action(inspect=step_id)
-        self._emit("tokens")
         return nxt
 
     def fork(self, step_id: str, input: str | None = None) -> TaskStep:
@@ -311,7 +311,6 @@ class PanelController:
         self.error = None
         self._reset_tokens()
         self._after_action(inspect=step.step_id)
-        self._emit("tokens")
         return step
 
     def edit_input(self, step_id: str, text: str) -> TaskStep:
@@ -385,7 +384,6 @@ class PanelController:
         if inspect is not None:
             self._picked = inspect
             self._follow_latest = False
-        self._emit("settle")
         self.refresh_now()
 
     # ----- running -----------------------------------------------------------------------
@@ -494,9 +492,7 @@ class PanelController:
             self._busy = False
             self._stop_requested = False
             self._cancel_requested = False
-            self._emit("settle")
-            self._token_throttle.flush()
-            self._emit("tokens")  # the note says how the step ended, not "streaming…"
+            self._token_throttle.cancel()  # the redraw below shows them, and how the step ended
             self.refresh_now()
         return result
 
@@ -524,13 +520,11 @@ class PanelController:
         if isinstance(event, TaskCreated):
             if self._task_id is None:
                 self._task_id = event.task_id
-                self._emit("task")
             self._refresh_throttle.request()
             return
         if isinstance(event, (TaskDeleted, RunnerReset)):
             if self._task_id is not None and self._task_id not in self.runner.tasks:
                 self._task_id = None
-                self._emit("task")
             self._refresh_throttle.request()
             return
         if event.task_id != self._task_id:
@@ -542,7 +536,22 @@ class PanelController:
         elif isinstance(event, (StepCompleted, StepFailed)):
             self._token_throttle.flush()
             self._emit("tokens")  # "streaming…" becomes how the step ended
+            if isinstance(event, StepCompleted) and event.is_last:
+                self._redraw_when_streamed(event.step_id)
         self._refresh_throttle.request()
+
+    def _redraw_when_streamed(self, step_id: str) -> None:
+        """A streamed answer's text grows after its step is done: redraw once more when its
+        stream ends (whoever reads it), so the last drawing shows the whole answer."""
+        state = self.state
+        out = None if state is None else state.outputs.get(step_id)
+        stream = None if out is None else out.output
+        if isinstance(stream, StreamingAgentChatResponse) and not stream.is_done:
+            stream.add_done_callback(lambda _text: self._refresh_throttle.request())
+
+    def dot(self) -> str:
+        """The DOT text of the shown task's step graph now (see ``ShownGraph``)."""
+        return self.graph.dot(self.state)
 
     # ----- the running step's tokens -----------------------------------------------------
     def _reset_tokens(self, step_id: str | None = None) -> None:

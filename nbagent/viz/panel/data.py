@@ -4,7 +4,7 @@ Pure functions of a task's state: every value is a str, int, bool, list or dict 
 carries as it is, and every text is cleaned and bounded here (``escape.clean``/``preview``).
 The front end puts these texts into the page with ``textContent`` only, never as HTML, so
 nothing here is escaped for HTML. The panel widget sends them as traitlets; see
-``panel_widget`` for the protocol.
+``nbagent.viz.panel.widget`` for the protocol.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ __all__ = [
     "inspector_data",
     "node_data",
     "status_data",
+    "status_text",
     "task_options",
     "transcript_data",
     "approval_data",
 ]
 
-#: The panel's buttons, in the order they are drawn: name -> label (as the ipywidgets panel).
+#: The panel's buttons, in the order they are drawn: name -> label.
 BUTTONS: dict[str, str] = {
     "new": "New task",
     "step": "Run step",
@@ -72,7 +73,7 @@ def can_step(state: TaskState | None, busy: bool) -> bool:
 
 
 def button_flags(state: TaskState | None, busy: bool) -> dict[str, bool]:
-    """Which buttons are enabled (the same rules as the ipywidgets panel)."""
+    """Which buttons are enabled: what the controller's twins would accept now."""
     status = None if state is None else state.status
     stepping = can_step(state, busy)
     idle_open = state is not None and not busy and status not in (*ENDED, TaskStatus.RUNNING)
@@ -182,6 +183,18 @@ def status_data(
     return data
 
 
+def status_text(status: dict[str, Any]) -> str:
+    """The status line (``status_data``) as one line of plain text."""
+    parts = [status.get("state", "")]
+    if status.get("task"):
+        parts.append(f"task {status['task']}")
+    parts += list(status.get("parts", ()))
+    if status.get("answer"):
+        parts.append(f"answer: {status['answer']}")
+    parts += [status.get("error", ""), status.get("notice", "")]
+    return " · ".join(p for p in parts if p)
+
+
 def seconds(value: float) -> str:
     """A duration people can read: milliseconds below one second."""
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
@@ -248,7 +261,7 @@ def approval_data(runner: AgentRunner, state: TaskState | None) -> list[dict[str
 
 def transcript_data(messages: Sequence[ChatMessage], *, recent: int = TRANSCRIPT_RECENT) -> dict[str, Any]:
     """The last ``recent`` messages (``{"role", "name", "text", "calls"}``) and how many
-    came before them (``earlier``): the ipywidgets panel folds those."""
+    came before them (``earlier``): the panel folds those."""
     msgs = list(messages)
     earlier = max(0, len(msgs) - recent)
     shown = []
