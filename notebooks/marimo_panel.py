@@ -80,9 +80,7 @@ def _():
 
 @app.cell
 def _(agent, mo, task):
-    from nbagent.viz.panel_widget import PanelWidget
-
-    panel = mo.ui.anywidget(PanelWidget(agent, task))
+    panel = mo.ui.anywidget(agent.panel(task))
     panel
     return (panel,)
 

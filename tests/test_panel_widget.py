@@ -445,7 +445,7 @@ def test_the_committed_module_is_what_js_builds(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stderr + check.stdout
     # and a changed source is caught
-    (work / "src" / "panel.js").write_text((work / "src" / "panel.js").read_text().replace("Run step", "Go"))
+    (work / "src" / "agent.js").write_text((work / "src" / "agent.js").read_text().replace("Run step", "Go"))
     stale = subprocess.run(["node", "build.mjs", "--check", "--static", str(STATIC)], cwd=work,
                            capture_output=True, text=True, timeout=120)
     assert stale.returncode == 1 and "out of date" in stale.stderr

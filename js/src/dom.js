@@ -67,3 +67,18 @@ export function setOptions(select, options, value) {
   }
   select.value = value;
 }
+
+// keys a control of the panel handles itself: the notebook's shortcuts must not take them
+const OWN_KEYS = new Set(["Enter", " ", "ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End"]);
+
+/** Keys pressed on the panel's controls are theirs, not the notebook's: each focusable control
+ * carries data-lm-suppress-shortcuts (JupyterLab and Notebook 7 then skip their shortcuts,
+ * e.g. Enter or the arrows in command mode), and `root` stops them bubbling further. */
+export function keepKeys(root) {
+  root.addEventListener("keydown", (event) => {
+    const t = event.target;
+    if (OWN_KEYS.has(event.key) && t !== root && t.closest && t.closest("button, input, select, g.node, summary")) {
+      event.stopPropagation();
+    }
+  });
+}

@@ -24,7 +24,8 @@ function nodeLabel(info, g) {
 const KEYS = new Set(["ArrowRight", "ArrowDown", "ArrowLeft", "ArrowUp", "Home", "End", "Enter", " "]);
 
 export class GraphView {
-  /** `box` receives the drawing; `onSelect(stepId)` is called when a step node is picked. */
+  /** `box` receives the drawing; `onSelect(stepId)` is called when a step node is picked
+   * (null: a drawing to read, whose nodes are not controls). */
   constructor(box, onSelect) {
     this.box = box;
     this.onSelect = onSelect;
@@ -37,6 +38,7 @@ export class GraphView {
     this.message = h("div", { class: "nba-graph-note", role: "note" });
     this.message.hidden = true;
     box.append(this.message);
+    if (!onSelect) return;
     box.addEventListener("click", (event) => {
       const g = event.target.closest && event.target.closest("g.node[data-nba-step]");
       if (!g || !box.contains(g)) return;
@@ -106,11 +108,21 @@ export class GraphView {
   decorate() {
     if (!this.svg) return;
     this.svg.setAttribute("role", "group");
-    this.svg.setAttribute("aria-label", "Step graph: Tab to a step, arrow keys to move, Enter to inspect it");
     for (const g of this.svg.querySelectorAll("g.edge, g.graph > text, g.graph > polygon")) {
       g.setAttribute("aria-hidden", "true");
     }
     const elements = this.nodeElements();
+    if (!this.onSelect) {
+      // a drawing to read: each node is read out as its text, and takes no focus
+      this.svg.setAttribute("aria-label", "Run graph");
+      for (const g of elements) {
+        g.setAttribute("role", "img");
+        g.setAttribute("aria-label", nodeLabel(null, g));
+        for (const child of g.children) child.setAttribute("aria-hidden", "true");
+      }
+      return;
+    }
+    this.svg.setAttribute("aria-label", "Step graph: Tab to a step, arrow keys to move, Enter to inspect it");
     let current = null;
     let chosen = null;
     for (const g of elements) {

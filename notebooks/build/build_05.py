@@ -21,6 +21,9 @@ inspector and the chat transcript.
   **Stop** to pause), **Undo** takes the last step back, **Retry** runs a failed step again,
   **Abandon** drops the task.
 - Text typed in the box beside the buttons becomes the **input of the next step**.
+- **Click a step in the graph** (or Tab to it and press Enter) to inspect it; from the
+  inspector you can undo back to it, fork from it, edit a queued step's input, or approve
+  and reject the tool calls it waits on.
 - **New task** starts another task; the **Task** picker switches between them.
 
 Every button has a Python twin (`panel.step()` does what a click on **Run step** does), which
@@ -105,9 +108,10 @@ llm = ScriptedLLM([
     md("""
 ## The panel
 
-Create an agent and a task, then display the panel. In JupyterLab (or Notebook 7, VS Code)
-this is the live widget: try its buttons. Where widgets cannot run (GitHub, nbconvert), a
-static picture of it is shown instead.
+Create an agent and a task, then display the panel. In JupyterLab, Notebook 7, VS Code or
+Colab this is the live panel (in marimo: `mo.ui.anywidget(agent.panel(task))`): try its
+buttons and click its graph. Where widgets cannot run (GitHub, nbconvert), a static picture of
+it is shown instead.
 """),
     code("""
 agent = ReActAgent.from_tools([price, total], llm=llm)
@@ -163,7 +167,7 @@ panel.inject("Add two apples to that, please.")
 panel.step()
 result = await panel.wait()
 print("the step returned:", type(result).__name__, "-", result)
-print("in the input box:", panel.inject_box.value)
+print("in the input box:", panel.inject_text)
 print(panel)
 """),
     code("""
@@ -187,6 +191,16 @@ The task's whole history: the undone step and the retried one included.
 """),
     code("""
 agent.graph(task)
+"""),
+    md("""
+A click on a node of the panel's graph shows that step in the inspector; `panel.inspect`
+does the same from Python (`panel.goto(step_id)` would undo back to it, `panel.fork(step_id)`
+fork from it):
+"""),
+    code("""
+first = agent.get_completed_steps(task)[0].task_step.step_id
+panel.inspect(first)
+print(panel.inspector["head"], "·", panel.inspector["input"])
 """),
     md("""
 The panel once more, as it is now (a second view of the same widget):

@@ -1,4 +1,4 @@
-"""Reading and driving the anywidget panel (``PanelWidget``) in a page, in any front end.
+"""Reading and driving the panel (``AgentPanel``, one anywidget) in a page, in any front end.
 
 Every function takes the panel's root locator (``.nbagent-aw``). Playwright's CSS locators
 pierce open shadow roots (marimo draws its widgets in one), and the JavaScript here starts

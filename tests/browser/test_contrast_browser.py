@@ -101,6 +101,12 @@ def _run_all_and_wait(page: Any) -> None:
     page.wait_for_timeout(1500)  # the live graph's last redraw and transition
 
 
+def _press_when_enabled(page: Any, button: Any) -> None:
+    """Click a panel button once the kernel has turned it on (it says so with aria-disabled)."""
+    page.wait_for_function("b => b.getAttribute('aria-disabled') === 'false'", arg=button.element_handle())
+    button.click()
+
+
 def _low(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [f for f in found if f["ratio"] < MIN_CONTRAST]
 
@@ -134,9 +140,9 @@ def test_every_text_of_notebook_05_is_readable_in_jupyterlab(request: pytest.Fix
         # play after Run All, as a workshop does: New task, then Run step (the shop assistant)
         panel = page.locator(".nbagent-panel").first
         panel.scroll_into_view_if_needed()
-        panel.locator(".nbagent-new-task-text input").fill("How much for two breads?")
+        panel.locator("input.nbagent-new-task-text").fill("How much for two breads?")
         panel.locator("button.nbagent-btn-new").click()
-        panel.locator("button.nbagent-btn-step").click()
+        _press_when_enabled(page, panel.locator("button.nbagent-btn-step"))
         page.wait_for_function(
             "el => el.textContent.includes('1 done')", arg=panel.locator(".nbagent-status").element_handle())
         status_text = panel.locator(".nbagent-status").inner_text()
@@ -198,9 +204,9 @@ def test_notebook_05_runs_in_jupyter_notebook_7(request: pytest.FixtureRequest) 
         status = panel.locator(".nbagent-status")
         page.wait_for_function("el => el.textContent.includes('finalized')", arg=status.element_handle())
         # the buttons work here too: a new task from the box, one step (the shop assistant)
-        panel.locator(".nbagent-new-task-text input").fill("How much for a cheese?")
+        panel.locator("input.nbagent-new-task-text").fill("How much for a cheese?")
         panel.locator("button.nbagent-btn-new").click()
-        panel.locator("button.nbagent-btn-step").click()
+        _press_when_enabled(page, panel.locator("button.nbagent-btn-step"))
         page.wait_for_function("el => el.textContent.includes('1 done')", arg=status.element_handle())
         assert "failed" not in status.inner_text(), status.inner_text()
         page.wait_for_function(  # the live graph drew the step and the next one

@@ -56,7 +56,7 @@ STYLE_JS = """
   const [r, g, bl] = p.map(v => v / 255), a = p.length > 3 ? p[3] : 1;
   const mx = Math.max(r, g, bl), mn = Math.min(r, g, bl), l = (mx + mn) / 2;
   const sat = mx === mn ? 0 : (l > 0.5 ? (mx - mn) / (2 - mx - mn) : (mx - mn) / (mx + mn));
-  return {disabled: b.disabled, background: st.backgroundColor, alpha: a, saturation: sat,
+  return {disabled: b.disabled || b.getAttribute('aria-disabled') === 'true', background: st.backgroundColor, alpha: a, saturation: sat,
           border: st.borderTopStyle, color: st.color, opacity: st.opacity};
 })
 """
@@ -109,9 +109,10 @@ def test_dark_theme_graphs_are_not_white_boxes_and_disabled_buttons_look_disable
         panel.scroll_into_view_if_needed()
         off = {k: _styles(page, f".nbagent-panel .nbagent-btn-{k}")[0] for k in ("step", "run", "stop", "retry")}
         assert all(s["disabled"] for s in off.values()), off
-        panel.locator(".nbagent-new-task-text input").fill("How much for two breads?")
+        panel.locator("input.nbagent-new-task-text").fill("How much for two breads?")
         panel.locator("button.nbagent-btn-new").click()
-        page.wait_for_function("el => !el.disabled", arg=panel.locator("button.nbagent-btn-run").element_handle())
+        page.wait_for_function("el => el.getAttribute('aria-disabled') === 'false'",
+                               arg=panel.locator("button.nbagent-btn-run").element_handle())
         on = {k: _styles(page, f".nbagent-panel .nbagent-btn-{k}")[0] for k in ("step", "run")}
         panel.screenshot(path=str(shots / "dark_panel.png"))
         for key in ("step", "run"):

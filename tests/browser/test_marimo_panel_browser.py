@@ -1,5 +1,5 @@
-"""The anywidget panel in marimo: ``notebooks/marimo_panel.py`` (``mo.ui.anywidget`` of the
-panel of an offline ScriptedLLM agent) served by ``marimo run`` on 127.0.0.1 and driven in
+"""The panel in marimo: ``notebooks/marimo_panel.py`` (``mo.ui.anywidget(agent.panel(task))``
+for an offline ScriptedLLM agent) served by ``marimo run`` on 127.0.0.1 and driven in
 Debian's Chromium. Run step three times, Undo, then click a node and walk the graph with the
 keyboard; every text of the panel keeps 4.5:1 contrast in marimo's light and dark themes; no
 request leaves the machine (every non-loopback one is aborted and listed, and must be none).

@@ -22,11 +22,12 @@ pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "12_approval_typed_answers.ipynb"
 KERNEL = "nbagent-nodot"
+ROWS = ".nbagent-panel .nbagent-approvals .nbagent-approval-row"  # the panel's rows (not the inspector's)
 
 ROW_JS = """
 (row) => {
   const box = el => el.getBoundingClientRect();
-  const reason = row.querySelector('.nbagent-approval-reason input'), reject = row.querySelector('.nbagent-btn-reject');
+  const reason = row.querySelector('input.nbagent-approval-reason'), reject = row.querySelector('.nbagent-btn-reject');
   const buttons = [...row.querySelectorAll('button')].map(b => ({text: b.textContent.trim(),
     cut: b.scrollWidth > b.clientWidth + 1 || b.textContent.includes('…')}));
   const r = box(reason), j = box(reject);
@@ -62,11 +63,11 @@ def test_notebook_12_panel_rows_are_whole_and_decide_the_calls(request: pytest.F
             ".some(e => e.textContent.includes(kernel + ') | Idle'))", arg=KERNEL)
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        rows = page.locator(".nbagent-panel .nbagent-approval-row")
+        rows = page.locator(".nbagent-panel .nbagent-approvals .nbagent-approval-row")
         rows.first.wait_for(timeout=120_000)
         panel = page.locator(".nbagent-panel").first
         panel.scroll_into_view_if_needed()
-        page.wait_for_function("() => document.querySelectorAll('.nbagent-panel .nbagent-approval-row').length === 2")
+        page.wait_for_function(f"() => document.querySelectorAll('{ROWS}').length === 2")
         for i in range(2):
             found = page.evaluate(ROW_JS, rows.nth(i).element_handle())
             assert found["sameLine"], (i, found)  # Reject stays by its reason box
@@ -76,12 +77,14 @@ def test_notebook_12_panel_rows_are_whole_and_decide_the_calls(request: pytest.F
 
         first, second = rows.nth(0), rows.nth(1)
         assert "old_report.docx" in first.inner_text() and "tmp.log" in second.inner_text()
-        first.locator(".nbagent-approval-reason input").fill("it is the only copy; archive it instead")
+        first.locator("input.nbagent-approval-reason").fill("it is the only copy; archive it instead")
         first.locator("button.nbagent-btn-reject").click()
-        page.wait_for_function("() => document.querySelectorAll('.nbagent-panel .nbagent-approval-row').length === 1")
-        page.locator(".nbagent-panel .nbagent-approval-row button.nbagent-btn-approve").click()
-        page.wait_for_function("() => document.querySelectorAll('.nbagent-panel .nbagent-approval-row').length === 0")
-        panel.locator("button.nbagent-btn-run").click()
+        page.wait_for_function(f"() => document.querySelectorAll('{ROWS}').length === 1")
+        page.locator(f"{ROWS} button.nbagent-btn-approve").click()
+        page.wait_for_function(f"() => document.querySelectorAll('{ROWS}').length === 0")
+        run = panel.locator("button.nbagent-btn-run")
+        page.wait_for_function("b => b.getAttribute('aria-disabled') === 'false'", arg=run.element_handle())
+        run.click()
         status = panel.locator(".nbagent-status")
         page.wait_for_function("el => el.textContent.includes('finalized')", arg=status.element_handle(), timeout=60_000)
         assert "old_report.docx was not deleted" in status.inner_text() and "archived" in status.inner_text()

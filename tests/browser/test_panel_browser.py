@@ -1,12 +1,12 @@
 """The control panel as a user sees it: JupyterLab + Debian's Chromium, driven by Playwright.
 
 A notebook built here imports nbagent, builds a runner with an offline streaming worker and
-displays ``runner.panel(task)``. The test runs all cells from the Run menu, clicks "Run step"
-three times and "Undo" once, and after each click reads the step DAG that graphviz-anywidget
-drew in the page (``g.node`` elements: the status word in each node's first line and the
-node's fill colour). Every request must stay on loopback. It runs twice: with Graphviz's
-``dot`` on the kernel's PATH and without it (the live view draws in the browser, so it must
-not care). Screenshots go to ``$SCREENSHOT_DIR`` (default ``artifacts/screenshots``).
+displays ``runner.panel(task)`` (one anywidget). The test runs all cells from the Run menu,
+clicks "Run step" three times and "Undo" once, and after each click reads the step DAG that
+the panel drew in the page with Graphviz compiled to WebAssembly (``g.node`` elements: the
+status word in each node's first line and the node's fill colour). Every request must stay on
+loopback. It runs twice: with Graphviz's ``dot`` on the kernel's PATH and without it (the
+panel draws in the browser, so it must not care). Screenshots go to ``$SCREENSHOT_DIR`` (default ``artifacts/screenshots``).
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ WAIT_STATUSES_JS = """
 """
 
 FILL = {s.value: STATUS_COLORS[s][0].lower() for s in StepStatus}
+# the panel's buttons stay focusable when they cannot be pressed: aria-disabled, not disabled
+ENABLED_JS = "b => b.getAttribute('aria-disabled') === 'false'"
 
 
 def build_notebook(kernel: str) -> nbformat.NotebookNode:
@@ -180,7 +182,7 @@ def test_panel_buttons_drive_the_live_graph(request: pytest.FixtureRequest, vari
         page.screenshot(path=str(shots / f"{variant}_01_after_run_all.png"))
 
         for n in (1, 2, 3):
-            page.wait_for_function("b => !b.disabled", arg=step_button.element_handle())
+            page.wait_for_function(ENABLED_JS, arg=step_button.element_handle())
             # mark the drawn nodes: a redraw must update them in place (so CSS can animate the
             # change of status), not throw them away and draw new ones
             page.evaluate(MARK_NODES_JS)
@@ -197,7 +199,7 @@ def test_panel_buttons_drive_the_live_graph(request: pytest.FixtureRequest, vari
         assert "363 + 42 = 405." in page.locator(".nbagent-tokens").inner_text()
         assert "121 * 3 = 363." in page.locator(".nbagent-transcript").inner_text()
 
-        page.wait_for_function("b => !b.disabled", arg=undo_button.element_handle())
+        page.wait_for_function(ENABLED_JS, arg=undo_button.element_handle())
         undo_button.click()
         # #3 is queued again; what its run did is the dashed "#3 undone run" node, and the
         # step that run had queued (#4) is drawn as cut, never ran

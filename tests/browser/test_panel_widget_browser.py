@@ -1,8 +1,8 @@
-"""The anywidget panel (``PanelWidget``) in JupyterLab (light and dark) and Notebook 7, in
-Debian's Chromium: the buttons drive the agent, the graph is drawn in the page by Graphviz
+"""The panel (``runner.panel(task)``, one anywidget) in JupyterLab (light and dark) and
+Notebook 7, in Debian's Chromium: the buttons drive the agent, the graph is drawn in the page by Graphviz
 compiled to WebAssembly (shipped in nbagent, nothing fetched), a click on a node inspects that
-step, and the keyboard does everything the mouse does: Tab through the buttons (in the
-ipywidgets panel's order), Enter and Space press them, arrow keys walk the graph, Enter
+step, and the keyboard does everything the mouse does: Tab through the buttons (New task,
+then the run buttons in their row's order), Enter and Space press them, arrow keys walk the graph, Enter
 inspects; each node is a button whose aria-label says its number, status and text; the status
 line is a live region. Every text keeps 4.5:1 contrast. No request leaves loopback.
 """
@@ -35,7 +35,6 @@ CELL_SETUP = """\
 import nbagent
 from nbagent import (AgentChatResponse, AgentRunner, ChatMessage, CustomSimpleAgentWorker,
                      MessageRole, ScriptedLLM)
-from nbagent.viz.panel_widget import PanelWidget
 nbagent.seed_ids(0)"""
 
 CELL_AGENT = f"""\
@@ -62,7 +61,7 @@ llm = ScriptedLLM(["Plan: work out 121 * 3 first, then add 42.", "121 * 3 = 363.
 runner = AgentRunner(FiveStepAgent(llm=llm))
 task = runner.create_task({TASK!r})"""
 
-CELL_PANEL = "panel = PanelWidget(runner, task)\npanel"
+CELL_PANEL = "panel = runner.panel(task)\npanel"
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 TAB_ORDER = ["New task", "Run step", "Run to end", "Stop", "Undo", "Retry", "Skip", "Abandon", "Release"]
 
@@ -260,7 +259,6 @@ def test_notebook7_panel_widget_steps_and_a_clicked_node(request: pytest.Fixture
 
 CELL_APPROVAL = """\
 from nbagent import FunctionCallingAgent, FunctionTool, ScriptedLLM
-from nbagent.viz.panel_widget import PanelWidget
 deleted = []
 
 def delete_file(path: str) -> str:
@@ -276,7 +274,7 @@ calls = {"tool_calls": [{"name": "delete_file", "arguments": {"path": "a.txt"}},
                         {"name": "delete_file", "arguments": {"path": "notes.md"}}]}
 agent = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(delete_file, requires_approval=True)],
                                         llm=ScriptedLLM([calls, "done"]))
-PanelWidget(agent, agent.create_task("tidy up"))"""
+agent.panel(agent.create_task("tidy up"))"""
 
 
 def test_jupyterlab_panel_widget_approves_and_rejects_calls(request: pytest.FixtureRequest) -> None:

@@ -262,7 +262,9 @@ class AgentPanel(anywidget.AnyWidget):  # type: ignore[misc]
 
     def close(self) -> None:
         """Stop listening to the runner and close the widget."""
-        self.controller.close()
+        controller = self.__dict__.get("controller")  # absent when __init__ refused its arguments
+        if controller is not None:
+            controller.close()
         super().close()
 
     # ----- the browser's messages --------------------------------------------------------
