@@ -2,35 +2,40 @@
 
 A message box and **Start** (a step-wise run), **Step** (one ``handler.run_step()``), **Run to
 end** (steps until the run is over, waiting for answers) and **Stop**; the question a step asks
-with a box to answer it; the events the last step produced; the live run graph, redrawn after
-every step. Every button has a Python twin (``panel.start("...")``, ``panel.step()``,
-``panel.run()``, ``panel.stop()``, ``panel.answer("yes")``), so it is scriptable and testable
-without a browser.
+with a box to answer it and **Send**; the events the last step produced, listed as they come;
+the run graph, redrawn as the run's events arrive. Every button has a Python twin
+(``panel.start("...")``, ``panel.step()``, ``panel.run()``, ``panel.stop()``,
+``panel.answer("yes")``), so it is scriptable and testable without a browser.
 
-Clicks never block the kernel: ``step()`` and ``run()`` schedule an asyncio task on the running
-loop and return it (``await panel.step()`` in a cell gives the step's events). A step that fails
-is shown in the status line and kept in ``panel.error``, never raised into the frontend.
+One ``anywidget.AnyWidget`` sharing the agent panel's ES module (``static/panel.js``, which
+draws this panel when ``kind`` is ``"workflow"``), bound to a ``WorkflowControl`` that does the
+work (``panel.control``). Traitlets: ``dot`` (the run graph), ``status`` (``{"text", "error",
+"notice"}``), ``question``, ``events`` (``[{"name", "about"}]``: what the last step produced),
+``buttons`` (``start step run stop send``). Commands: ``start {text}``, ``step``, ``run``,
+``stop``, ``answer {text}``; one that cannot be done is shown in the status, never raised.
+Where no widget front end runs, the output shows the static picture (``static_html``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
-import logging
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from nbagent._counts import counted
-from nbagent.viz.escape import html_text, preview
-from nbagent.viz.live import widget_bundle
+import anywidget
+import traitlets
+
+from nbagent.text import html_text
+from nbagent.viz.panel.widget import STATIC
+from nbagent.viz.workflow_control import WorkflowControl, event_parts
 
 if TYPE_CHECKING:
     from nbagent.workflow.events import Event
     from nbagent.workflow.handler import WorkflowHandler
 
-__all__ = ["WorkflowPanel"]
-
-log = logging.getLogger("nbagent.viz")
+__all__ = ["WorkflowPanel", "COMMANDS"]
 
 _CSS = """
 .nbagent-wfpanel{font-family:var(--jp-ui-font-family,system-ui,sans-serif);
@@ -44,240 +49,144 @@ _CSS = """
 """
 
 
-def _event_line(event: Event) -> str:
-    """One line for an event: its type and what it is about."""
-    name = type(event).__name__
-    about = ""
-    for field in ("current_agent_name", "tool_name", "prefix", "response", "result"):
-        value = getattr(event, field, None)
-        if value not in (None, ""):
-            about = f"{field}={preview(value, 60)}"
-            break
-    return f"<b>{html.escape(name)}</b> {html_text(about, 80)}".rstrip()
+def _text_arg(content: dict[str, Any], key: str) -> str:
+    value = content.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"command {content.get('cmd')!r} needs {key!r} as a string, got {value!r}")
+    return value
 
 
-class WorkflowPanel:
+#: command name -> what it does (each one a Python twin of the control).
+COMMANDS: dict[str, Callable[[WorkflowControl, dict[str, Any]], Any]] = {
+    "start": lambda c, m: c.start(_text_arg(m, "text")),
+    "step": lambda c, m: c.step(),
+    "run": lambda c, m: c.run(),
+    "stop": lambda c, m: c.stop(),
+    "answer": lambda c, m: c.answer(_text_arg(m, "text")),
+}
+
+
+class WorkflowPanel(anywidget.AnyWidget):  # type: ignore[misc]
     """A control panel for step-wise runs of ``workflow`` (see the module docstring).
 
     ``run_kwargs`` go to every ``workflow.run(...)`` the panel starts (``ctx``, ``max_iterations``,
-    ``checkpoint_callback``...). ``view`` is the ``WorkflowLiveView``; ``handler`` the current run.
+    ``checkpoint_callback``...). ``control`` does the work; ``handler`` is the current run.
     """
 
-    def __init__(self, workflow: Any, *, throttle_s: float = 0.1, renderer: str = "auto", **run_kwargs: Any) -> None:
-        import ipywidgets as W
+    _esm = STATIC / "panel.js"
+    _css = STATIC / "panel.css"
 
-        from nbagent.viz.workflow_live import WorkflowLiveView
+    kind = traitlets.Unicode("workflow").tag(sync=True)
+    protocol = traitlets.Int(1).tag(sync=True)
+    dot = traitlets.Unicode("").tag(sync=True)
+    status = traitlets.Dict().tag(sync=True)
+    question = traitlets.Unicode("").tag(sync=True)
+    events = traitlets.List(traitlets.Dict()).tag(sync=True)
+    buttons = traitlets.Dict().tag(sync=True)
 
-        self.workflow = workflow._as_workflow() if callable(getattr(workflow, "_as_workflow", None)) else workflow
-        self.run_kwargs = dict(run_kwargs)
-        self.view = WorkflowLiveView(self.workflow, throttle_s=throttle_s, renderer=renderer)
-        self.handler: WorkflowHandler | None = None
-        self.last_events: list[Event] = []
-        self.error: BaseException | None = None
-        self.notice = ""
-        self.steps = 0
-        self.running_task: asyncio.Task[Any] | None = None
-
-        def button(text: str, icon: str, style: str = "") -> Any:
-            return W.Button(description=text, icon=icon, button_style=style, layout=W.Layout(width="auto"))
-
-        self.message = W.Text(value="", placeholder="Your message to the agents", layout=W.Layout(width="55%"))
-        self.start_button = button("Start", "play", "primary")
-        self.step_button = button("Step", "step-forward")
-        self.run_button = button("Run to end", "fast-forward")
-        self.stop_button = button("Stop", "stop", "danger")
-        self.answer_text = W.Text(value="", placeholder="Your answer", layout=W.Layout(width="55%"))
-        self.send_button = button("Send", "paper-plane", "primary")
-        self.status = W.HTML(value="")
-        self.question = W.HTML(value="")
-        self.events_html = W.HTML(value="")
-        self.start_button.on_click(lambda _b: self._click(lambda: self.start(self.message.value)))
-        self.step_button.on_click(lambda _b: self._click(self.step))
-        self.run_button.on_click(lambda _b: self._click(self.run))
-        self.stop_button.on_click(lambda _b: self._click(self.stop))
-        self.send_button.on_click(lambda _b: self._click(lambda: self.answer(self.answer_text.value)))
-        self.widget = W.VBox([
-            W.HTML(value=f"<style>{_CSS}</style>"),
-            W.HBox([self.message, self.start_button]),
-            W.HBox([self.step_button, self.run_button, self.stop_button]),
-            self.status,
-            self.question,
-            W.HBox([self.answer_text, self.send_button]),
-            self.events_html,
-            self.view.widget,
-        ])
-        self.widget.add_class("nbagent-wfpanel")
+    def __init__(self, workflow: Any, *, throttle_s: float = 0.1, **run_kwargs: Any) -> None:
+        if "renderer" in run_kwargs:
+            raise TypeError("the workflow panel has no renderer= any more: it draws its graph in the browser "
+                            "(Graphviz compiled to WebAssembly, inside nbagent)")
+        control = WorkflowControl(workflow, throttle_s=throttle_s, **run_kwargs)
+        super().__init__()
+        self._sync_lock = threading.RLock()
+        self.control = control
+        self.on_msg(self._on_message)
+        control.on_change = lambda _kind: self._sync()
         self._sync()
+
+    # ----- what the control knows ---------------------------------------------------------
+    workflow = property(lambda self: self.control.workflow, doc="The workflow the panel runs.")
+    handler = property(lambda self: self.control.handler, doc="The current run's handler (None before Start).")
+    trace = property(lambda self: self.control.trace, doc="The current run's RunTrace (what the graph draws).")
+    last_events = property(lambda self: self.control.last_events, doc="The events the last step produced.")
+    error = property(lambda self: self.control.error, doc="What the last step raised, if it failed.")
+    notice = property(lambda self: self.control.notice, doc="Why the last press could not be done.")
+    steps = property(lambda self: self.control.steps, doc="Workflow steps taken in this run.")
+    running_task = property(lambda self: self.control.running_task, doc="The background step or run.")
 
     # ----- the twins of the buttons -------------------------------------------------------
     def start(self, user_msg: str | None = None, **kwargs: Any) -> WorkflowHandler:
         """Start a step-wise run (nothing runs until ``step()`` / ``run()``); returns its handler."""
-        if self.handler is not None and not self.handler.done():
-            raise RuntimeError("a run is going: finish it (Run to end) or stop it before starting another")
-        args = {**self.run_kwargs, **kwargs}
-        if user_msg:
-            args["user_msg"] = user_msg
-        handler = self.view.run(stepwise=True, **args)
-        self.handler = handler
-        self.last_events, self.error, self.notice, self.steps = [], None, "", 0
-        handler.subscribe(self._on_event)
-        handler.add_done_callback(lambda _h: self._sync())
-        self.message.value = ""
-        self._sync()
-        return handler
+        return self.control.start(user_msg, **kwargs)
 
     def step(self) -> asyncio.Task[list[Event] | None]:
         """Run one step of the current run in the background; the task gives its events."""
-        handler = self._live_handler()
-        self._check_idle()
-        return self._spawn(self._step_once(handler))
+        return self.control.step()
 
     def run(self) -> asyncio.Task[Any]:
         """Run the remaining steps in the background (a question waits for its answer)."""
-        handler = self._live_handler()
-        self._check_idle()
-        return self._spawn(self._run_all(handler))
+        return self.control.run()
 
     def stop(self) -> None:
         """Stop the current run (it can be resumed with ``workflow.run(ctx=panel.handler.ctx)``)."""
-        handler = self._live_handler()
-        handler.stop()
-        self._sync()
+        self.control.stop()
 
     def answer(self, text: str) -> None:
         """Answer the question the run waits on with ``text``."""
-        handler = self._live_handler()
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError("type an answer first")
-        handler.respond(text)
-        self.answer_text.value = ""
-        self.notice = f"answered: {text}"
-        self._sync()
+        self.control.answer(text)
 
     async def wait(self) -> Any:
         """Wait for the step or run the panel is doing now."""
-        if self.running_task is not None:
-            return await self.running_task
-        return None
-
-    # ----- internals ----------------------------------------------------------------------
-    def _live_handler(self) -> WorkflowHandler:
-        if self.handler is None:
-            raise RuntimeError("no run yet: type a message and click Start (panel.start('...'))")
-        if self.handler.done():
-            raise RuntimeError(f"the run has ended ({self.handler.status}); start another")
-        return self.handler
-
-    def _check_idle(self) -> None:
-        if self.running_task is not None and not self.running_task.done():
-            raise RuntimeError("the panel is already running a step; wait for it or click Stop")
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            coro.close()
-            raise RuntimeError(
-                "the workflow panel runs steps on the notebook's event loop; none is running here "
-                "(call it from a notebook cell or async code)"
-            ) from None
-        task = loop.create_task(coro)
-        self.running_task = task
-        task.add_done_callback(lambda _t: self._sync())  # buttons back on once it is over
-        self._sync()
-        return task
-
-    async def _step_once(self, handler: WorkflowHandler) -> list[Event] | None:
-        from nbagent.workflow.stepwise import run_one_step
-
-        try:
-            events = await run_one_step(handler._runner)
-        except Exception as err:  # shown, not raised into the frontend
-            self._failed(err)
-            return None
-        self._stepped(events)
-        return events
-
-    async def _run_all(self, handler: WorkflowHandler) -> Any:
-        from nbagent.workflow.stepwise import run_one_step
-
-        try:
-            while not handler.done():
-                self._stepped(await run_one_step(handler._runner, through_questions=True))
-            return handler.result()
-        except Exception as err:  # noqa: BLE001
-            self._failed(err)
-            return None
-
-    def _stepped(self, events: list[Event] | None) -> None:
-        if events is not None:
-            self.steps += 1
-            self.last_events = list(events)
-        self.notice = ""
-        self._sync()
-
-    def _failed(self, err: BaseException) -> None:
-        self.error = err
-        self._sync()
-
-    def _on_event(self, event: Event) -> None:
-        from nbagent.workflow.events import HumanResponseEvent, InputRequiredEvent
-
-        if isinstance(event, (InputRequiredEvent, HumanResponseEvent)):
-            self._sync()
-
-    def _click(self, action: Any) -> None:
-        try:
-            self.notice = ""
-            action()
-        except Exception as err:  # noqa: BLE001 - a click that does not fit is shown
-            self.notice = f"{err}"
-            self._sync()
+        return await self.control.wait()
 
     def status_text(self) -> str:
-        h = self.handler
-        if h is None:
-            return "No run yet: type a message and click Start."
-        busy = self.running_task is not None and not self.running_task.done()
-        state = "running a step" if busy and h.status != "waiting" else h.status
-        # the run's one count: workflow steps (what Step runs); the graph draws the agent
-        # steps among them (model calls), which its title counts
-        text = f"Run {state}; {counted(self.steps, 'workflow step')} taken"
-        agent_steps = len(self.view.trace.turns)
-        if agent_steps:
-            text += f", {agent_steps} of them {'an agent step' if agent_steps == 1 else 'agent steps'}"
-        return text + "."
+        """How the run is doing, in a sentence."""
+        return self.control.status_text()
 
-    def _question_text(self) -> str:
-        h = self.handler
-        if h is None:
-            return ""
-        questions = h.pending_questions
-        if not questions or h.done():  # a stopped run takes no answers: the box must not look live
-            return ""
-        return str(getattr(questions[0], "prefix", "") or type(questions[0]).__name__)
+    def press(self, cmd: str, **args: Any) -> None:
+        """Do what a press in the browser does: the twin runs; what stops it is shown."""
+        self._on_message(self, {"cmd": cmd, **args}, [])
+
+    def close(self) -> None:
+        """Stop following the run and close the widget."""
+        control = self.__dict__.get("control")  # absent when __init__ refused its arguments
+        if control is not None:
+            control.close()
+        super().close()
+
+    # ----- the browser ---------------------------------------------------------------------
+    def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        def act() -> None:
+            if not isinstance(content, dict) or content.get("cmd") not in COMMANDS:
+                raise ValueError(f"unknown workflow panel command {content!r}; allowed: {sorted(COMMANDS)}")
+            COMMANDS[content["cmd"]](self.control, content)
+
+        self.control.press(act)
+
+    def _set(self, name: str, value: Any) -> None:
+        if getattr(self, name) != value:
+            setattr(self, name, value)
 
     def _sync(self) -> None:
-        status = html_text(self.status_text(), 300)
-        if self.error is not None:
-            status += f' <span class="nbagent-err">{html_text(f"{type(self.error).__name__}: {self.error}", 500)}</span>'
-        if self.notice:
-            status += f' <span class="nbagent-err">{html_text(self.notice, 300)}</span>'
-        self.status.value = f'<div class="nbagent-status-line">{status}</div>'
-        asked = self._question_text()
-        self.question.value = f'<div class="nbagent-q">Question: {html_text(asked, 2000)}</div>' if asked else ""
-        self.answer_text.disabled = self.send_button.disabled = not asked
-        live = self.handler is not None and not self.handler.done()
-        busy = self.running_task is not None and not self.running_task.done()
-        self.step_button.disabled = self.run_button.disabled = not live or busy
-        self.stop_button.disabled = not live
-        self.start_button.disabled = live
-        items = "".join(f"<li>{_event_line(e)}</li>" for e in self.last_events)
-        self.events_html.value = f"<div>Last step produced:<ol>{items}</ol></div>" if items else ""
+        c = self.control
+        error = "" if c.error is None else f"{type(c.error).__name__}: {c.error}"
+        with self._sync_lock, self.hold_sync():
+            self._set("status", {"text": c.status_text(), "error": error, "notice": c.notice})
+            self._set("question", c.question_text())
+            self._set("events", [dict(zip(("name", "about"), event_parts(e))) for e in c.last_events])
+            self._set("buttons", c.buttons())
+            self._set("dot", c.dot())
 
+    # ----- display ------------------------------------------------------------------------
     def static_html(self) -> str:
         """The panel as static HTML: status, question, the last step's events, the run graph."""
-        parts = [f"<style>{_CSS}</style>", self.status.value, self.question.value, self.events_html.value, self.view.html()]
+        c = self.control
+        status = html_text(c.status_text(), 300)
+        if c.error is not None:
+            status += f' <span class="nbagent-err">{html_text(f"{type(c.error).__name__}: {c.error}", 500)}</span>'
+        if c.notice:
+            status += f' <span class="nbagent-err">{html_text(c.notice, 300)}</span>'
+        asked = c.question_text()
+        question = f'<div class="nbagent-q">Question: {html_text(asked, 2000)}</div>' if asked else ""
+        items = ""
+        for event in c.last_events:
+            name, about = event_parts(event)
+            items += f"<li>{f'<b>{html.escape(name)}</b> {html_text(about, 80)}'.rstrip()}</li>"
+        events = f"<div>Last step produced:<ol>{items}</ol></div>" if items else ""
+        parts = [f"<style>{_CSS}</style>", f'<div class="nbagent-status-line">{status}</div>', question, events,
+                 c.run_html()]
         return f'<div class="nbagent-wfpanel">{"".join(parts)}</div>'
 
     def __repr__(self) -> str:
@@ -285,9 +194,20 @@ class WorkflowPanel:
 
     def _repr_mimebundle_(
         self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
-    ) -> dict[str, Any]:
-        return widget_bundle(self.widget, repr(self), lambda: {"text/html": self.static_html()})
+    ) -> Any:
+        """The widget view, plus the static picture and text for frontends without widgets."""
+        self.control.flush()
+        bundle: dict[str, Any] = {"text/plain": repr(self)}
+        try:
+            bundle["text/html"] = self.static_html()
+        except Exception as err:  # noqa: BLE001 - the widget view still shows
+            from nbagent.viz.html import error_html
 
-    def close(self) -> None:
-        self.view.close()
-        self.widget.close()
+            bundle["text/html"] = error_html("the workflow panel could not be drawn", err)
+        view = super()._repr_mimebundle_(include=include, exclude=exclude)
+        if isinstance(view, tuple):
+            view = view[0]
+        widget_view = (view or {}).get("application/vnd.jupyter.widget-view+json")
+        if widget_view is not None:
+            bundle["application/vnd.jupyter.widget-view+json"] = widget_view
+        return bundle
