@@ -26,7 +26,7 @@ from nbagent.viz.live import Throttle
 
 if TYPE_CHECKING:
     from nbagent.workflow.events import Event
-    from nbagent.workflow.runtime import WorkflowHandler
+    from nbagent.workflow.handler import WorkflowHandler
     from nbagent.workflow.trace import RunTrace
 
 __all__ = ["WorkflowControl", "event_parts"]
