@@ -4,6 +4,7 @@ run(ctx=ctx) resumes, and a model call that failed does not spend an agent itera
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -62,10 +63,18 @@ def _loop_run(coro: Any) -> Any:
 
 @pytest.mark.parametrize("loop_goes_on", [False, True])
 def test_ctrl_c_in_a_step_leaves_the_context_free_to_resume(loop_goes_on: bool) -> None:
-    """A script: the loop is closed after Ctrl-C. A notebook: the kernel's loop goes on."""
+    """A script: the loop is closed after Ctrl-C. A notebook: the kernel's loop goes on.
+
+    What asyncio reports about tasks is recorded (not left to the log at some later garbage
+    collection): with the loop going on, nothing of the run is left pending or unretrieved;
+    a loop closed right after the interrupt without cancelling its tasks first (``asyncio.run``
+    and ``run_sync`` cancel them) leaves every task it held pending, the caller's own as much as
+    the run loop, and the step's KeyboardInterrupt unread: asyncio's report on any such loop,
+    the same for two plain tasks, not a leak of the run."""
     wf = Slow()
     wf.trip.append(KeyboardInterrupt())
     holder: dict[str, Any] = {}
+    reports: list[dict[str, Any]] = []
 
     async def first() -> None:
         handler = wf.run()
@@ -74,11 +83,15 @@ def test_ctrl_c_in_a_step_leaves_the_context_free_to_resume(loop_goes_on: bool) 
         await handler
 
     loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _loop, report: reports.append(report))
+    caller = loop.create_task(first(), name="caller")
     with pytest.raises(KeyboardInterrupt):
-        loop.run_until_complete(first())
+        loop.run_until_complete(caller)
     if loop_goes_on:
         loop.run_until_complete(asyncio.sleep(0.05))  # the next cell
         assert holder["handler"].status == "cancelled"
+        assert isinstance(caller.exception(), WorkflowCancelledError)  # what the awaiting cell gets
+        assert asyncio.all_tasks(loop) == set()
     loop.close()
     ctx = holder["ctx"]
     assert not ctx.is_running and ctx.has_pending_work
@@ -88,6 +101,17 @@ def test_ctrl_c_in_a_step_leaves_the_context_free_to_resume(loop_goes_on: bool) 
 
     assert _loop_run(resume()) == ["start", "middle"]  # the interrupted step ran again
     assert wf.middles == 2
+    del caller, holder  # the context now holds the resumed run, not the interrupted one
+    gc.collect()
+    reported = sorted((r["message"], r["task" if "task" in r else "future"].get_name()) for r in reports)
+    if loop_goes_on:
+        assert reported == []
+    else:
+        assert reported == [  # the caller's own task too: every task the closed loop left
+            ("Task exception was never retrieved", "nbagent-step-middle"),
+            ("Task was destroyed but it is pending!", "caller"),
+            ("Task was destroyed but it is pending!", "nbagent-workflow-run"),
+        ]
 
 
 def test_a_cancelled_asyncio_run_leaves_the_context_free_to_resume() -> None:
