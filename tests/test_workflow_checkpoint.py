@@ -330,3 +330,30 @@ def test_a_resumed_question_is_shown_once_even_when_the_tool_asks_it_again() -> 
     seen = asyncio.run(main())
     assert seen.count("InputRequiredEvent") == 1 and seen.count("ToolCall") == 1
     assert seen.index("InputRequiredEvent") < seen.index("HumanResponseEvent")
+
+
+def test_the_runs_tool_calls_so_far_survive_a_checkpoint_and_the_result_lists_them_all() -> None:
+    def quick(n: int) -> dict[str, int]:
+        """Quick."""
+        return {"n": n}
+
+    llm = ScriptedLLM([tool_call("quick", n=1), tool_call("confirm", action="x"), "both done"])
+    wf = AgentWorkflow([FunctionAgent(name="solo", llm=llm, tools=[quick, confirm])])
+
+    async def main() -> Any:
+        handler = wf.run(user_msg="go")
+        await handler.wait_for_question()
+        data = json.loads(json.dumps(handler.checkpoint()))  # quick's result is in the context
+        await handler.cancel_run()
+        ctx = Context.from_dict(wf, data)
+        handler = wf.run(ctx=ctx)
+        await handler.wait_for_question()
+        handler.respond("ok")
+        return await handler, await ctx.get("current_tool_calls")
+
+    result, left = asyncio.run(main())
+    assert [(type(c).__name__, c.tool_name, c.tool_output.raw_output) for c in result.tool_calls] == [
+        ("ToolCallResult", "quick", {"n": 1}),
+        ("ToolCallResult", "confirm", "the person said ok"),
+    ]
+    assert left == []  # the next run on this context starts its own list

@@ -47,7 +47,11 @@ class AgentOutput(Event):
     """
 
     response: ChatMessage
-    tool_calls: list[ToolSelection] = Field(default_factory=list)
+    tool_calls: list[ToolSelection | ToolCallResult] = Field(
+        default_factory=list,
+        description="The reply's tool calls; as a run's result, every tool call the run made with its "
+        "output (ToolCallResult), as on the reference",
+    )
     # the model's raw reply; left out of model_dump (and checkpoints), as on the reference
     raw: Any = Field(default=None, exclude=True)
     current_agent_name: str
@@ -82,3 +86,6 @@ class ToolCallResult(ToolCall):
 
     tool_output: ToolOutput
     return_direct: bool = False
+
+
+AgentOutput.model_rebuild()  # tool_calls names ToolCallResult, defined after it

@@ -54,6 +54,8 @@ __all__ = [
 ]
 
 HANDOFF_TOOL_NAME = "handoff"
+# the context key (the reference's) of the run's ToolCallResults so far: the result lists them
+RUN_TOOL_CALLS_KEY = "current_tool_calls"
 
 # the reference's words (llama_index 0.12.52)
 DEFAULT_HANDOFF_PROMPT = """Useful for handing off to another agent.
@@ -313,6 +315,8 @@ class AgentWorkflow(Workflow, PromptMixin):
         max_iterations = ev.get("max_iterations")
         await ctx.set("max_iterations", int(max_iterations or self.max_iterations))
         await ctx.set("num_iterations", 0)
+        if await ctx.get(RUN_TOOL_CALLS_KEY, default=None):  # left by a run that failed: not this run's
+            await ctx.set(RUN_TOOL_CALLS_KEY, [])
         current: str = await ctx.get("current_agent_name")
         return AgentInput(input=memory.get(), current_agent_name=current)
 
@@ -357,6 +361,11 @@ class AgentWorkflow(Workflow, PromptMixin):
         if not ev.tool_calls:
             agent = self.agents[ev.current_agent_name]
             output = await agent.finalize(ctx, ev, memory)
+            # as on the reference: the result lists every tool call of the run, with its output
+            # (a copy: the AgentOutput already streamed keeps the reply's own tool calls)
+            ran: list[ToolCallResult] = await ctx.get(RUN_TOOL_CALLS_KEY, default=[])
+            await ctx.set(RUN_TOOL_CALLS_KEY, [])
+            output = output.model_copy(update={"tool_calls": [*output.tool_calls, *ran]})
             return StopEvent(result=await self._typed(ctx, agent, output, memory))
         await ctx.set("num_tool_calls", len(ev.tool_calls))
         await ctx.set("tool_call_ids", [c.tool_id for c in ev.tool_calls])
@@ -418,6 +427,8 @@ class AgentWorkflow(Workflow, PromptMixin):
         results = sorted(results, key=lambda r: order.get(r.tool_id, len(order)))
         memory: ChatMemoryBuffer = await ctx.get("memory")
         agent = self.agents[await ctx.get("current_agent_name")]
+        ran: list[ToolCallResult] = [*(await ctx.get(RUN_TOOL_CALLS_KEY, default=[])), *results]
+        await ctx.set(RUN_TOOL_CALLS_KEY, ran)
         await agent.handle_tool_call_results(ctx, results, memory)
         await ctx.set("num_tool_calls", 0)
         next_agent = await ctx.get("next_agent", default=None)
@@ -426,16 +437,18 @@ class AgentWorkflow(Workflow, PromptMixin):
             await ctx.set("current_agent_name", next_agent)
         direct = next((r for r in results if r.return_direct), None)
         if direct is not None:
-            output = AgentOutput(
+            output = AgentOutput(  # the run's calls so far, as the reference lists them here
                 response=ChatMessage(role=MessageRole.ASSISTANT, content=direct.tool_output.content),
                 tool_calls=[
                     ToolSelection(tool_id=r.tool_id, tool_name=r.tool_name, tool_kwargs=r.tool_kwargs)
-                    for r in results
+                    for r in ran
                 ],
+                raw=direct.tool_output.raw_output,
                 current_agent_name=agent.name,
             )
             output = await agent.finalize(ctx, output, memory)
             if direct.tool_name != HANDOFF_TOOL_NAME:
+                await ctx.set(RUN_TOOL_CALLS_KEY, [])
                 return StopEvent(result=await self._typed(ctx, agent, output, memory))
         current: str = await ctx.get("current_agent_name")
         return AgentInput(input=memory.get(), current_agent_name=current)
