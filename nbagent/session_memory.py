@@ -58,7 +58,10 @@ def _token_counter(tokenizer_fn: Callable[[str], Any] | None) -> Callable[[str],
 
 
 class Memory(ChatMemoryBuffer):
-    """A session's messages: a FIFO queue whose oldest messages are archived past the limit."""
+    """A session's messages: a FIFO queue whose oldest messages are archived past the limit.
+
+    ``archived=n`` says the first ``n`` messages of ``chat_history`` were archived already (a
+    saved memory restored)."""
 
     def __init__(
         self,
@@ -71,6 +74,7 @@ class Memory(ChatMemoryBuffer):
         token_flush_size: int = DEFAULT_FLUSH_SIZE,
         image_token_size_estimate: int = 256,
         audio_token_size_estimate: int = 256,
+        archived: int = 0,
     ) -> None:
         if not isinstance(token_limit, int) or isinstance(token_limit, bool) or token_limit < 1:
             raise ValueError(f"token_limit must be a positive int, got {token_limit!r}")
@@ -92,6 +96,11 @@ class Memory(ChatMemoryBuffer):
         self.audio_token_size_estimate = audio_token_size_estimate
         self._archived = 0
         super().__init__(token_limit, chat_history, _token_counter(tokenizer_fn))
+        if not isinstance(archived, int) or isinstance(archived, bool) or not 0 <= archived <= len(self._messages):
+            raise ValueError(
+                f"archived must be an int from 0 to the {len(self._messages)} messages given, got {archived!r}"
+            )
+        self._archived = archived  # a saved memory restored: its first messages were archived
 
     @classmethod
     def from_defaults(  # type: ignore[override]

@@ -357,3 +357,23 @@ def test_the_runs_tool_calls_so_far_survive_a_checkpoint_and_the_result_lists_th
         ("ToolCallResult", "confirm", "the person said ok"),
     ]
     assert left == []  # the next run on this context starts its own list
+
+
+def test_a_session_memory_is_saved_and_restored_as_one() -> None:
+    from nbagent import Memory
+
+    memory = Memory.from_defaults(session_id="chat-1", token_limit=20, token_flush_size=5)
+    llm = ScriptedLLM(["first answer with a few words", "second answer"])
+    wf = AgentWorkflow([FunctionAgent(name="solo", llm=llm)])
+
+    async def main() -> Any:
+        ctx = Context(wf)
+        await wf.run(user_msg="a first question that is rather long", memory=memory, ctx=ctx)
+        await wf.run(user_msg="a second question", ctx=ctx)
+        return Context.from_dict(wf, json.loads(json.dumps(ctx.to_dict())))
+
+    restored = asyncio.run(main())
+    again = asyncio.run(restored.get("memory"))
+    assert isinstance(again, Memory) and again.session_id == "chat-1" and again.token_flush_size == 5
+    assert memory.archived  # the limit was passed: the oldest turn is archived...
+    assert again.archived == memory.archived and again.get() == memory.get()  # ...and still is

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from nbagent.memory import ChatMemoryBuffer
+from nbagent.session_memory import Memory
 from nbagent.workflow.errors import CheckpointError
 from nbagent.workflow.events import Event, event_class, event_type_name
 
@@ -79,11 +80,21 @@ def encode_value(value: Any, path: str) -> Any:
     if isinstance(value, BaseModel):
         return {TAG: "model", "class": event_type_name(type(value)), "fields": _model_fields(value, path)}
     if isinstance(value, ChatMemoryBuffer):
-        return {
+        saved = {
             TAG: "memory",
             "token_limit": value.token_limit,
             "messages": [encode_value(m, f"{path}.messages[{i}]") for i, m in enumerate(value.get_all())],
         }
+        if isinstance(value, Memory):  # a session memory stays one: its id, limits and archive
+            saved["session"] = {
+                "session_id": value.session_id,
+                "chat_history_token_ratio": value.chat_history_token_ratio,
+                "token_flush_size": value.token_flush_size,
+                "image_token_size_estimate": value.image_token_size_estimate,
+                "audio_token_size_estimate": value.audio_token_size_estimate,
+                "archived": len(value.archived),
+            }
+        return saved
     raise CheckpointError(
         f"{path}: a value of type {_type_label(value)} cannot be saved in a checkpoint; "
         f"allowed are {ALLOWED}"
@@ -195,6 +206,12 @@ def decode_value(data: Any, path: str) -> Any:
             raise CheckpointError(f"{path}: could not rebuild {cls.__qualname__}: {err}") from err
     if kind == "memory":
         messages = decode_value(data["messages"], f"{path}.messages")
+        session = data.get("session")
+        if isinstance(session, dict):
+            try:
+                return Memory(int(data["token_limit"]), messages, **session)
+            except (TypeError, ValueError) as err:
+                raise CheckpointError(f"{path}: could not rebuild the Memory: {err}") from err
         return ChatMemoryBuffer(token_limit=int(data["token_limit"]), chat_history=messages)
     raise CheckpointError(f"{path}: unknown saved kind {kind!r}")
 
