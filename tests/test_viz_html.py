@@ -24,6 +24,7 @@ from nbagent import (
 )
 from nbagent.runner.state import StepStatus
 from nbagent.viz import html as H
+from nbagent.viz.html.base import _status_badge
 from tests.helpers import CountingWorker
 from tests.test_viz_dot import HOSTILE, HOSTILE_TEXT, dot_available, hostile_state, run_plan
 
@@ -357,7 +358,7 @@ def test_views_do_not_raise_on_broken_objects() -> None:
 @pytest.mark.parametrize("status", list(StepStatus), ids=lambda s: s.value)
 def test_every_step_status_badge_and_timeline_entry_has_a_style_rule(status: StepStatus) -> None:
     """A status with a space ("awaiting approval") once became two class names that no rule matched."""
-    badge_classes = re.search(r'class="nb-badge ([^"]+)"', H._status_badge(status.value))
+    badge_classes = re.search(r'class="nb-badge ([^"]+)"', _status_badge(status.value))
     assert badge_classes is not None
     (badge_class,) = badge_classes.group(1).split()  # one class name, not a sentence of them
     assert f".nbagent .{badge_class}{{" in H.CSS

@@ -24,6 +24,7 @@ __all__ = [
     "pure_dot",
     "pipe_dot",
     "render_svg",
+    "svg_or_none",
     "strip_svg_prolog",
 ]
 
@@ -142,6 +143,15 @@ def render_svg(source: str) -> str | None:
     if find_dot() is None:
         return None
     return strip_svg_prolog(pipe_dot(source, "svg").decode("utf-8", "replace"))
+
+
+def svg_or_none(source: str) -> str | None:
+    """``render_svg`` for a view: None when no ``dot`` is found or it fails, so the view falls
+    back to static HTML instead of raising."""
+    try:
+        return render_svg(source)
+    except Exception:  # noqa: BLE001 - a failing dot falls back to HTML
+        return None
 
 
 def strip_svg_prolog(svg: str) -> str:

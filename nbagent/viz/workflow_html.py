@@ -1,22 +1,22 @@
 """HTML views of workflows, agents, events and runs: pure functions returning one card each,
 with the CSS, escaping and no-JavaScript rules of ``viz.html`` (whose helpers they reuse).
 
-``DotDisplay`` wraps DOT text for notebook display like ``StepGraph``: an inline SVG when the
-``dot`` program renders it, else static HTML (a list view, plus the DOT source), and always
-``text/plain``; displaying it never raises.
+``draw_workflow`` and ``draw_agents`` return a ``DotDisplay`` (``viz.graph``, re-exported here):
+the DOT text of ``viz.workflow_dot`` with these lists to show without Graphviz.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str
-from nbagent.viz.html.base import _badge, _card, _details, _kv, _line, _pre, _safely, error_html
+from nbagent.viz.graph import DotDisplay
+from nbagent.viz.html.base import _badge, _card, _details, _graph_or_list, _kv, _line, _pre, _safely
 from nbagent.viz.html.chat import _tool_call_block, _transcript_body
-from nbagent.viz.render import pipe_dot, render_svg
+from nbagent.viz.render import svg_or_none
 
 if TYPE_CHECKING:
     from nbagent.workflow.agents import BaseWorkflowAgent
@@ -55,97 +55,10 @@ _CALL_STATUS = {
 }
 
 
-def _svg_or_none(source: str) -> str | None:
-    try:
-        return render_svg(source)
-    except Exception:  # noqa: BLE001 - a failing dot falls back to HTML
-        return None
-
-
 def _graph_block(source: str, fallback: Callable[[], str]) -> str:
     """The inline SVG of ``source``, or (no Graphviz) ``fallback()`` and the DOT source."""
-    svg = _svg_or_none(source)
-    if svg is not None:
-        return f'<div class="nb-graph">{svg}</div>'
-    body = _line("Graphviz (the <code>dot</code> program) is not available: shown as a list.", "nb-muted")
-    body += _safely("the list could not be drawn", fallback)
-    return body + _details("DOT source", _pre(source, None))
-
-
-class DotDisplay:
-    """DOT text that displays itself: SVG with Graphviz, static HTML without (never raises)."""
-
-    def __init__(
-        self,
-        source: str,
-        *,
-        title: str = "graph",
-        fallback: Callable[[], str] | None = None,
-        renderer: str = "auto",
-    ) -> None:
-        if renderer not in ("auto", "svg", "html"):
-            raise ValueError(f"renderer must be 'auto', 'svg' or 'html', got {renderer!r}")
-        self.source = source
-        self.title = title
-        self.renderer = renderer
-        self._fallback = fallback
-
-    def svg(self) -> str | None:
-        """The SVG text, or None when ``dot`` is missing."""
-        return render_svg(self.source)
-
-    def html(self) -> str:
-        """A self-contained card: the inline SVG, or the static list and the DOT source."""
-        head = f'<div class="nb-head">{html_text(self.title)}</div>'
-        if self.renderer == "html":
-            body = _safely("the list could not be drawn", self._fallback_html) + _details(
-                "DOT source", _pre(self.source, None)
-            )
-        else:
-            body = _graph_block(self.source, self._fallback_html)
-        return _card("graph", head + body)
-
-    def _fallback_html(self) -> str:
-        if self._fallback is None:
-            return ""
-        return self._fallback()
-
-    def save(self, path: str | os.PathLike[str]) -> str:
-        """Write ``.dot``/``.gv`` (the DOT text) or ``.svg``/``.png``/``.pdf`` (needs ``dot``)."""
-        target = os.fspath(path)
-        suffix = os.path.splitext(target)[1].lower()
-        if suffix in (".dot", ".gv"):
-            with open(target, "w", encoding="utf-8") as fh:
-                fh.write(self.source)
-        elif suffix in (".svg", ".png", ".pdf"):
-            data = pipe_dot(self.source, suffix[1:])
-            with open(target, "wb") as fh:
-                fh.write(data)
-        else:
-            raise ValueError(
-                f"cannot save a graph as {suffix or 'a file without suffix'!r} ({target!r}); "
-                "use .dot, .gv, .svg, .png or .pdf"
-            )
-        return target
-
-    def __repr__(self) -> str:
-        return f"DotDisplay({self.title!r}, {self.source.count(chr(10))} lines of DOT)"
-
-    def _repr_mimebundle_(
-        self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
-    ) -> dict[str, Any]:
-        bundle: dict[str, Any] = {"text/plain": repr(self)}
-        svg = None if self.renderer == "html" else _svg_or_none(self.source)
-        if svg is not None:
-            bundle["image/svg+xml"] = svg
-        else:
-            try:
-                bundle["text/html"] = self.html()
-            except Exception as err:  # noqa: BLE001
-                bundle["text/html"] = error_html("this graph could not be drawn", err)
-        keep = set(include) if include else None
-        drop = set(exclude or ())
-        return {k: v for k, v in bundle.items() if k == "text/plain" or ((keep is None or k in keep) and k not in drop)}
+    listed = functools.partial(_safely, "the list could not be drawn", fallback)
+    return _graph_or_list(svg_or_none(source), listed, source, shown="shown as a list")
 
 
 # ----- workflows and agents ------------------------------------------------------------------

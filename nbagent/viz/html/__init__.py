@@ -8,46 +8,16 @@ from a user, a model or a tool is cleaned and HTML-escaped (quotes too).
 
 One module per subject: ``base`` (CSS and the card builders), ``chat`` (messages, transcripts,
 tools, answers), ``steps``, ``task`` (timeline, step graph, task), ``agents`` (model, worker,
-runner), ``costs`` and ``branches``. Every name is re-exported here, the views' one address.
+runner), ``costs`` and ``branches``. Every public view is re-exported here, the views' one
+address; the private card builders are imported from their own module (``base``).
 """
 
 from __future__ import annotations
 
-from nbagent.viz.html.agents import _attr, _redact, _secrets_of, llm_html, runner_html, worker_html
-from nbagent.viz.html.base import (
-    _EXTRA_BADGES,
-    _MAX_STATE_KEYS,
-    _MAX_TASK_ROWS,
-    _MAX_TIMELINE,
-    _PREVIEW,
-    _ROLE_COLORS,
-    _TASK_STATUS_COLORS,
-    _TEXT_LIMIT,
-    CSS,
-    _badge,
-    _badge_rules,
-    _card,
-    _css_name,
-    _details,
-    _id,
-    _ids_html,
-    _kv,
-    _line,
-    _pre,
-    _safely,
-    _status_badge,
-    _task_badge,
-    error_html,
-)
-from nbagent.viz.html.branches import _labelled, comparison_html
+from nbagent.viz.html.agents import llm_html, runner_html, worker_html
+from nbagent.viz.html.base import _ROLE_COLORS, CSS, error_html  # _ROLE_COLORS: the panel's tests read it here
+from nbagent.viz.html.branches import comparison_html
 from nbagent.viz.html.chat import (
-    _call_text,
-    _content_html,
-    _message_html,
-    _server_badge,
-    _tool_call_block,
-    _transcript_body,
-    _typed_block,
     chat_response_html,
     memory_html,
     message_html,
@@ -56,17 +26,8 @@ from nbagent.viz.html.chat import (
     transcript_html,
 )
 from nbagent.viz.html.costs import task_cost_html
-from nbagent.viz.html.steps import _metrics, approval_html, step_html, step_output_html
-from nbagent.viz.html.task import (
-    _inline_graph,
-    _status_of,
-    _summary_line,
-    _timeline_body,
-    _timeline_item,
-    graph_html,
-    task_html,
-    timeline_html,
-)
+from nbagent.viz.html.steps import approval_html, step_html, step_output_html
+from nbagent.viz.html.task import graph_html, task_html, timeline_html
 
 __all__ = [
     "CSS",

@@ -6,7 +6,7 @@ summary, a table's values) its caller has escaped."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nbagent.engine.state import StepStatus
@@ -154,6 +154,17 @@ def _line(html_body: str, cls: str = "") -> str:
 def _ids_html(ids: Iterable[Any]) -> str:
     chips = [_id(i) for i in ids]
     return " ".join(chips) if chips else '<span class="nb-muted">none</span>'
+
+
+def _graph_or_list(svg: str | None, list_html: Callable[[], str], dot_source: str | None, *, shown: str) -> str:
+    """A graph's body: its inline SVG, or (no Graphviz) a note saying how it is ``shown``
+    instead, the list ``list_html()`` draws, and the DOT source when there is one."""
+    if svg is not None:
+        return f'<div class="nb-graph">{svg}</div>'
+    body = _line(f"Graphviz (the <code>dot</code> program) is not available: {shown}.", "nb-muted") + list_html()
+    if dot_source is not None:
+        body += _details("DOT source", _pre(dot_source, None))
+    return body
 
 
 def error_html(title: str, err: BaseException) -> str:

@@ -17,6 +17,7 @@ from nbagent.viz.html.base import (
     _card,
     _css_name,
     _details,
+    _graph_or_list,
     _id,
     _ids_html,
     _kv,
@@ -28,7 +29,7 @@ from nbagent.viz.html.base import (
 )
 from nbagent.viz.html.chat import _call_text
 from nbagent.viz.html.steps import _metrics
-from nbagent.viz.render import render_svg
+from nbagent.viz.render import svg_or_none
 
 if TYPE_CHECKING:
     from nbagent.engine.state import TaskState
@@ -145,22 +146,12 @@ def graph_html(state: TaskState, *, svg: str | None, dot_source: str | None) -> 
         f'<div class="nb-head">Step graph · task {_id(state.task.task_id)} {_task_badge(status)}</div>'
         + _line(_summary_line(state))
     )
-    if svg is not None:
-        body = f'<div class="nb-graph">{svg}</div>'
-    else:
-        body = _line("Graphviz (the <code>dot</code> program) is not available: steps as a list.", "nb-muted")
-        body += _timeline_body(state)
-        if dot_source is not None:
-            body += _details("DOT source", _pre(dot_source, None))
+    body = _graph_or_list(svg, lambda: _timeline_body(state), dot_source, shown="steps as a list")
     return _card("graph", head + body)
 
 
 def _inline_graph(state: TaskState) -> str:
-    source = task_to_dot(state)
-    try:
-        svg = render_svg(source)
-    except Exception:  # noqa: BLE001 - fall back to the timeline
-        svg = None
+    svg = svg_or_none(task_to_dot(state))
     if svg is not None:
         return f'<div class="nb-graph">{svg}</div>'
     return _timeline_body(state)
