@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NamedTuple
 
-from nbagent.events import current_step
+from nbagent.events import current_step, report_tool_call, tool_call_wanted
 from nbagent.messages import ToolOutput
 from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.tools import THREAD_CALL
@@ -323,12 +324,16 @@ async def run_call(
         return kept  # type: ignore[no-any-return]
     entry = _ThreadCall(outputs, call_id, tool_call_id, where)
     out: ToolOutput | None = None
+    heard = tool_call_wanted()  # someone listens to tool calls (tracing): tell them when it ends
+    began = time.time() if heard is not None else 0.0
     token = THREAD_CALL.set(entry)
     try:
         out = await run()
         outputs[call_id] = out
+        if heard is not None:
+            report_tool_call(heard, call_id, tool_call_id, began, out, None)
         return out
-    except BaseException:
+    except BaseException as error:
         started = entry.abandon()  # from here its thread (if any) no longer starts the tool
         done = out if out is not None else entry.output
         if done is not None:  # it ran, whatever stopped the step: keep what it gave
@@ -339,6 +344,8 @@ async def run_call(
         elif started and entry.output is not None:  # it ended just now
             entry.output.tool_call_id = tool_call_id
             outputs[call_id] = entry.output
+        if heard is not None:  # last: what the journal keeps is settled first
+            report_tool_call(heard, call_id, tool_call_id, began, out, error)
         raise
     finally:
         THREAD_CALL.reset(token)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -31,11 +32,21 @@ __all__ = [
     "TaskAbandoned",
     "TaskDeleted",
     "RunnerReset",
+    "ModelCalled",
+    "ToolCalled",
+    "BatchStarted",
+    "BatchTaskStarted",
+    "BatchEnded",
     "EventDispatcher",
     "StepContext",
     "current_step",
     "emit_token",
     "record_llm_call",
+    "report_model_call",
+    "tool_call_wanted",
+    "report_tool_call",
+    "watch_sources",
+    "announce_source",
 ]
 
 log = logging.getLogger("nbagent.events")
@@ -112,6 +123,69 @@ class TaskDeleted(Event):
 @dataclass(frozen=True, slots=True)
 class RunnerReset(Event):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCalled(Event):
+    """A model call of the running step ended (built only when someone listens: tracing).
+
+    ``messages`` and ``reply`` are the objects themselves, not copies: a listener that keeps
+    content must copy what it keeps. ``reply`` is None and ``error_type`` set when it failed.
+    """
+
+    step_id: str
+    model: str
+    provider: str
+    started_at: float  # time.time() when the call began
+    latency_s: float
+    usage: TokenUsage | None = None
+    messages: tuple[Any, ...] = ()
+    reply: Any = None
+    streamed: bool = False
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalled(Event):
+    """A tool call of the running step ended (built only when someone listens: tracing).
+
+    ``call_id`` is the task-unique id a person approves by; ``tool_call_id`` the model's own.
+    ``output`` is the ``ToolOutput`` (None when something raised past the tool: then
+    ``error_type`` names it).
+    """
+
+    step_id: str
+    call_id: str
+    tool_call_id: str | None
+    started_at: float
+    latency_s: float
+    output: Any = None
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStarted(Event):
+    """A batch of tasks starts on this runner (``task_id`` is empty: it is no task's)."""
+
+    batch: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchTaskStarted(Event):
+    """Task ``task_id`` runs input ``index`` of batch ``batch``."""
+
+    batch: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEnded(Event):
+    """A batch ended: how many of its items ``failed`` and whether it was ``stopped``."""
+
+    batch: str
+    failed: int
+    stopped: bool
 
 
 Listener = Callable[[Event], Any]
@@ -229,6 +303,101 @@ def record_llm_call(usage: TokenUsage | None, latency_s: float) -> None:
     ctx.llm_latency_s += latency_s
     if usage is not None:
         ctx.usage = usage if ctx.usage is None else ctx.usage + usage
+
+
+def report_model_call(
+    llm: Any,
+    messages: Any,
+    reply: Any,
+    usage: TokenUsage | None,
+    latency_s: float,
+    *,
+    streamed: bool = False,
+    error: BaseException | None = None,
+) -> None:
+    """Tell the running step's listeners a model call ended (nothing is built unless one
+    listens to ``ModelCalled``)."""
+    ctx = _current.get()
+    if ctx is None or not ctx.dispatcher.wants(ModelCalled):
+        return
+    ctx.dispatcher.emit(
+        ModelCalled(
+            ctx.task_id,
+            step_id=ctx.step_id,
+            model=str(getattr(llm, "model", "") or ""),
+            provider=str(getattr(llm, "provider_name", "") or type(llm).__name__),
+            started_at=time.time() - latency_s,
+            latency_s=latency_s,
+            usage=usage,
+            messages=tuple(messages),
+            reply=reply,
+            streamed=streamed,
+            error_type=None if error is None else type(error).__name__,
+        )
+    )
+
+
+def tool_call_wanted() -> StepContext | None:
+    """The running step's context if someone listens to ``ToolCalled``, else None."""
+    ctx = _current.get()
+    if ctx is None or not ctx.dispatcher.wants(ToolCalled):
+        return None
+    return ctx
+
+
+def report_tool_call(
+    ctx: StepContext, call_id: str, tool_call_id: str | None, started: float, output: Any, error: BaseException | None
+) -> None:
+    """Tell ``ctx``'s listeners a tool call that began at ``started`` (``time.time()``) ended."""
+    now = time.time()
+    ctx.dispatcher.emit(
+        ToolCalled(
+            ctx.task_id,
+            step_id=ctx.step_id,
+            call_id=call_id,
+            tool_call_id=tool_call_id,
+            started_at=started,
+            latency_s=max(0.0, now - started),
+            output=output,
+            error_type=None if error is None else type(error).__name__,
+            at=now,
+        )
+    )
+
+
+# ----- sources: every runner and workflow run a process-wide listener may attach to ----------
+# ``nbagent.tracing.instrument()`` watches them: a runner made before or after it, and every
+# workflow run started after it, is traced with no change to the code that made it.
+_sources: weakref.WeakSet[Any] = weakref.WeakSet()  # live runners (workflow runs are not kept)
+_watchers: list[Callable[[Any], Any]] = []
+
+
+def announce_source(source: Any, *, keep: bool = True) -> None:
+    """A new runner (``keep``: remembered while it lives) or workflow run: each watcher
+    attaches to it now. A watcher that raises is logged, never breaks the caller."""
+    if keep:
+        _sources.add(source)
+    for watcher in list(_watchers):
+        try:
+            watcher(source)
+        except Exception:
+            log.exception("nbagent source watcher %r failed on %s", watcher, type(source).__name__)
+
+
+def watch_sources(watcher: Callable[[Any], Any]) -> Callable[[], None]:
+    """Call ``watcher(source)`` for every live runner now and every runner or workflow run
+    announced from now on; returns a function that stops it."""
+    if not callable(watcher):
+        raise TypeError(f"watcher must be callable, got {type(watcher).__name__}")
+    _watchers.append(watcher)
+    for source in list(_sources):
+        watcher(source)
+
+    def unwatch() -> None:
+        if watcher in _watchers:
+            _watchers.remove(watcher)
+
+    return unwatch
 
 
 def _set_current(ctx: StepContext | None) -> Any:

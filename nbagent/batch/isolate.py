@@ -12,6 +12,7 @@ the run store hand tasks back.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from nbagent.memory import ChatMemoryBuffer
@@ -81,12 +82,14 @@ async def run_isolated(
     history: ChatMemoryBuffer,
     timeout_s: float | None = None,
     item: BatchItem | None = None,
+    started: Callable[[str], Any] | None = None,
 ) -> tuple[TaskState | None, AgentChatResponse | None, BaseException | None]:
     """Run one task for ``text`` to its end through the runner's own step loop (the one
     ``achat`` uses), reading ``history`` and adding nothing to the runner's memory.
 
     Returns the task's state, its answer and the exception that ended it (one of the two
-    is None). The asyncio and the Ray backend both run tasks through here.
+    is None). The asyncio and the Ray backend both run tasks through here. ``started(task_id)``
+    is called once the task exists, before its first step (the batch tells its listeners).
     """
     try:
         task = runner.create_task(text)
@@ -97,6 +100,8 @@ async def run_isolated(
     state.adds_to_memory = False  # its messages stay on the task (its transcript), never join the conversation
     if item is not None:
         item.task_id = task.task_id
+    if started is not None:
+        started(task.task_id)
     try:
         run = runner.arun_task(task.task_id)
         output = await (asyncio.wait_for(run, timeout_s) if timeout_s is not None else run)

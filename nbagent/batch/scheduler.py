@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.batch.isolate import BatchRunner, adopt_state, fill_from_state, frozen_history, response_of, run_isolated
 from nbagent.batch.results import AnswerRejected, Backend, BatchItem, ItemStatus
+from nbagent.events import BatchEnded, BatchStarted, BatchTaskStarted, Event
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.schema import AgentChatResponse
 
@@ -60,6 +61,8 @@ class BatchScheduler:
             raise RuntimeError("a BatchRun runs once; call run_batch again to run it again")
         self._loop = asyncio.get_running_loop()
         self.started_at = time.perf_counter()
+        if self._heard(BatchStarted):
+            self.runner.events.emit(BatchStarted("", batch=self.name, size=len(self.items)))  # type: ignore[attr-defined]
         try:
             todo = self._resume()
             self._notify(None)
@@ -83,7 +86,22 @@ class BatchScheduler:
                 self.store.close()
             self._done_event.set()
             self._notify(None)
+            if self._heard(BatchEnded):
+                failed = sum(1 for item in self.items if item.status == "failed")
+                self.runner.events.emit(BatchEnded("", batch=self.name, failed=failed, stopped=self.stopped))  # type: ignore[attr-defined]
         return self
+
+    def _heard(self, kind: type[Event]) -> bool:
+        """Whether the runner's listeners (tracing) hear batch events of ``kind``."""
+        events = getattr(self.runner, "events", None)
+        return events is not None and bool(events.wants(kind))
+
+    def _task_started(self, item: BatchItem) -> Callable[[str], None] | None:
+        """What tells the runner's listeners which task runs ``item`` (None: nobody listens)."""
+        if not self._heard(BatchTaskStarted):
+            return None
+        events = self.runner.events  # type: ignore[attr-defined]
+        return lambda task_id: events.emit(BatchTaskStarted(task_id, batch=self.name, index=item.index))
 
     def _resume(self) -> list[int]:
         """Read what the store has for this batch; returns the indexes still to run."""
@@ -125,7 +143,7 @@ class BatchScheduler:
     async def _run_item(self, item: BatchItem, history: ChatMemoryBuffer) -> None:
         self._set_status(item, "running")
         start = time.perf_counter()
-        fut = asyncio.ensure_future(run_isolated(self.runner, item.input, history, self.timeout_s, item))
+        fut = asyncio.ensure_future(run_isolated(self.runner, item.input, history, self.timeout_s, item, self._task_started(item)))
         self._running[item.index] = fut
         try:
             state, response, error = await fut

@@ -18,7 +18,7 @@ from nbagent.engine.base_agent import BaseAgent
 from nbagent.engine.errors import TaskRef, UnknownTaskError
 from nbagent.engine.slots import ServiceSlots
 from nbagent.engine.state import TaskState
-from nbagent.events import Event, EventDispatcher, StepEdited, TaskCreated, TaskDeleted
+from nbagent.events import Event, EventDispatcher, StepEdited, TaskCreated, TaskDeleted, announce_source
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
 from nbagent.prompts import PromptMixin
@@ -103,6 +103,7 @@ class TaskHolder(BaseAgent):
         ):
             raise ValueError(f"max_finished_tasks must be an int >= 0 or None, got {max_finished_tasks!r}")
         self.max_finished_tasks = max_finished_tasks
+        announce_source(self)  # process-wide listeners (nbagent.tracing.instrument) attach here
 
     @property
     def approve_tools(self) -> Any:

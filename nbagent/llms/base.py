@@ -17,7 +17,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from nbagent import _sync
-from nbagent.events import emit_token, record_llm_call
+from nbagent.events import emit_token, record_llm_call, report_model_call
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from nbagent.registry import html_view
 from nbagent.tools import FunctionTool, ToolMetadata
@@ -119,6 +119,8 @@ class LLM(ABC):
     """A chat model. ``model`` names it; ``is_function_calling_model`` says if it takes tools."""
 
     model: str = "unknown"
+    #: who serves the model, as tracing names it (``gen_ai.provider.name``: "openai"...)
+    provider_name: str = "nbagent"
     is_function_calling_model: bool = True
     is_multimodal: bool = False
     #: the server takes OpenAI's ``response_format`` (JSON schema); typed answers use it
@@ -155,9 +157,15 @@ class LLM(ABC):
     ) -> ChatResponse:
         """Ask the model for one reply (async)."""
         start = time.perf_counter()
-        response = await self._achat(list(messages), to_tool_metadata(tools), tool_choice, **kwargs)
+        sent = list(messages)
+        try:
+            response = await self._achat(sent, to_tool_metadata(tools), tool_choice, **kwargs)
+        except BaseException as error:
+            report_model_call(self, sent, None, None, time.perf_counter() - start, error=error)
+            raise
         response.latency_s = time.perf_counter() - start
         record_llm_call(response.usage, response.latency_s)
+        report_model_call(self, sent, response.message, response.usage, response.latency_s)
         return response
 
     def chat(
@@ -180,17 +188,24 @@ class LLM(ABC):
         """Stream a reply (async); every text delta is also reported to the running step."""
         start = time.perf_counter()
         last: ChatResponse | None = None
-        async for chunk in self._astream(
-            list(messages), to_tool_metadata(tools), tool_choice, **kwargs
-        ):
-            if chunk.delta:
-                emit_token(chunk.delta)
-            last = chunk
-            yield chunk
+        sent = list(messages)
+        try:
+            async for chunk in self._astream(sent, to_tool_metadata(tools), tool_choice, **kwargs):
+                if chunk.delta:
+                    emit_token(chunk.delta)
+                last = chunk
+                yield chunk
+        except BaseException as error:
+            if not isinstance(error, GeneratorExit):  # a reader that stopped early is no failure
+                report_model_call(self, sent, None, None, time.perf_counter() - start, streamed=True, error=error)
+            raise
         latency = time.perf_counter() - start
         if last is not None:
             last.latency_s = latency
         record_llm_call(last.usage if last else None, latency)
+        report_model_call(
+            self, sent, None if last is None else last.message, None if last is None else last.usage, latency, streamed=True
+        )
 
     def stream_chat(
         self,

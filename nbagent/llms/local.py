@@ -180,6 +180,8 @@ class LocalLLM(OpenAILLM):
     whole call, as ``OpenAILLM``'s does (every retry and the whole reply).
     """
 
+    provider_name = "llama.cpp"
+
     def __init__(
         self,
         model: str = "smollm2-135m",

@@ -84,6 +84,8 @@ class OpenAILLM(LLM):
     sent again, within that same time.
     """
 
+    provider_name = "openai"
+
     def __init__(
         self,
         model: str = "gpt-4o-mini",

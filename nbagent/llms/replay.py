@@ -179,6 +179,8 @@ class ReplayLLM(LLM):
     ``model`` names the model in the keys; it defaults to ``llm.model``, else the cassette's.
     """
 
+    provider_name = "nbagent.replay"
+
     def __init__(
         self,
         cassette: str | os.PathLike[str],

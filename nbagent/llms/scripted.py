@@ -157,6 +157,8 @@ class ScriptedLLM(_OfflineModel):
     and no tool call) plays a model without one, anything else a model with one.
     """
 
+    provider_name = "nbagent.scripted"
+
     def __init__(
         self,
         replies: Sequence[Reply],
@@ -247,6 +249,8 @@ class FunctionLLM(_OfflineModel):
     ``fn`` may be an ``async def`` (awaited: it can call other async code, e.g. another model);
     it returns what a ``ScriptedLLM`` reply may be.
     """
+
+    provider_name = "nbagent.function"
 
     _source = "what the FunctionLLM's function returns"
 

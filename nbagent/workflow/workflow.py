@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from nbagent.events import announce_source
 from nbagent.registry import html_view, show
 from nbagent.workflow.base import WorkflowBase
 from nbagent.workflow.checkpoint import Checkpoint, checkpoint_style
@@ -144,8 +145,10 @@ class Workflow(WorkflowBase):
         )
         runner.resumed = resumed
         ctx._runner = runner
+        handler = WorkflowHandler(runner)
+        announce_source(handler, keep=False)  # process-wide listeners (tracing) attach before it starts
         runner.start()
-        return WorkflowHandler(runner)
+        return handler
 
     def run_from(self, checkpoint: Checkpoint, **kwargs: Any) -> WorkflowHandler:
         """Resume a run from a ``Checkpoint`` (a fresh Context loaded from it); returns the handler.
