@@ -45,6 +45,7 @@ VIEWS: tuple[tuple[str, str, str], ...] = (
     ("nbagent.workflow.workflow.Workflow", "panel", "nbagent.viz.workflow_panel:WorkflowPanel"),
     ("nbagent.workflow.multi_agent.AgentWorkflow", "draw_agents", f"{_WORKFLOW_HTML}:draw_agents"),
     ("nbagent.workflow.handler.WorkflowHandler", "input_box", "nbagent.viz.workflow_live:HumanInputBox"),
+    ("nbagent.tracing.tree.SpanTree", "html", "nbagent.viz.trace_html:span_tree_html"),
 )
 
 # role -> the class a lower layer creates without importing it

@@ -200,6 +200,22 @@ def test_import_nbagent_and_the_first_names_stays_light() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_a_plain_step_imports_no_opentelemetry() -> None:
+    """Tracing is off until asked for: importing nbagent and running steps (model and tool
+    calls included) loads neither the tracing service nor OpenTelemetry."""
+    code = (
+        "import sys\nfrom nbagent import FunctionCallingAgent, FunctionTool, ScriptedLLM, tool_call\n"
+        "def add(a: int, b: int) -> int:\n    'Add.'\n    return a + b\n"
+        "agent = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(add)],"
+        " llm=ScriptedLLM([tool_call('add', a=1, b=2), '3']))\n"
+        "assert str(agent.chat('go')) == '3'\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('opentelemetry', 'nbagent.tracing'))}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=_lint_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def _layer_of() -> dict[str, int]:
     block = re.search(r'^layers = \[\n(.*?)^\]', PYPROJECT, re.MULTILINE | re.DOTALL)
     assert block is not None

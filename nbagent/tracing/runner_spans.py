@@ -1,0 +1,338 @@
+"""``RunnerTracer``: one runner's events as OpenTelemetry spans.
+
+The span tree of a task (GenAI semantic conventions, OpenInference kinds)::
+
+    invoke_agent {agent}            AGENT  one per task, from its creation to its end
+      step {n}                      CHAIN  one per step run (a retry is a new one)
+        chat {model}                LLM    one per model call of the step
+        execute_tool {tool}         TOOL   one per tool call; approvals are its events
+
+Steps of a parallel run are siblings under their task. An undo is an event on the task's
+span (the undone step's span has ended). A batch is a span of its own; each of its tasks
+links to it. Everything comes from the runner's events (``nbagent.events``): the engine
+knows nothing of tracing, and a tracer that fails is logged by the dispatcher, never breaks
+a step.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from opentelemetry.trace import Span, SpanKind, Tracer
+
+from nbagent.events import (
+    BatchEnded,
+    BatchStarted,
+    BatchTaskStarted,
+    Event,
+    ModelCalled,
+    RunnerReset,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    StepUndone,
+    TaskAbandoned,
+    TaskCreated,
+    TaskDeleted,
+    TaskFinalized,
+    ToolCalled,
+)
+from nbagent.tracing import names as n
+from nbagent.tracing.content import messages_json, value_json
+from nbagent.tracing.spans import child, end, fail, iso_ns, ns
+
+__all__ = ["RunnerTracer", "EVENTS"]
+
+#: what a tracer listens to (the engine builds no other event for it)
+EVENTS: tuple[type[Event], ...] = (
+    TaskCreated, StepStarted, StepCompleted, StepFailed, StepUndone, TaskFinalized, TaskAbandoned,
+    TaskDeleted, RunnerReset, ModelCalled, ToolCalled, BatchStarted, BatchTaskStarted, BatchEnded,
+)
+
+
+class _TaskSpans:
+    """The open spans of one task: its own, and its running steps' by step id."""
+
+    __slots__ = ("span", "steps", "count")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.steps: dict[str, Span] = {}
+        self.count = 0  # steps run so far (a step's number)
+
+
+class RunnerTracer:
+    """Subscribes to ``runner.events`` and draws its tasks as spans (``close`` stops it)."""
+
+    def __init__(self, runner: Any, tracer: Tracer, capture_content: bool = False, *, own: bool = True) -> None:
+        self._runner = weakref.ref(runner)  # the runner holds its tracer, not the other way round
+        self.own = own  # given to this runner (tracer_provider=), not by instrument()
+        self.tracer = tracer
+        self.capture = bool(capture_content)
+        self.agent = str(getattr(runner, "name", None) or type(runner).__name__)
+        self._tasks: dict[str, _TaskSpans] = {}
+        self._batches: dict[str, Span] = {}
+        self._unsubscribe = runner.events.subscribe(self.on_event, EVENTS)
+
+    @property
+    def runner(self) -> Any:
+        """The runner traced (None once it is gone)."""
+        return self._runner()
+
+    def close(self) -> None:
+        """Stop listening; spans still open end now (their work is not traced any more)."""
+        self._unsubscribe()
+        for task_id in list(self._tasks):
+            self._end_task(task_id, "untraced")
+        for span in self._batches.values():
+            end(span)
+        self._batches.clear()
+
+    # ----- dispatch ----------------------------------------------------------------------
+    def on_event(self, event: Event) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    # ----- tasks -------------------------------------------------------------------------
+    def _model_of_worker(self) -> tuple[str | None, str | None]:
+        llm = getattr(getattr(self.runner, "agent_worker", None), "llm", None)
+        if llm is None:
+            return None, None
+        return getattr(llm, "model", None), getattr(llm, "provider_name", None)
+
+    def _task(self, task_id: str, at: float, input: str | None = None) -> _TaskSpans:
+        """The task's spans, its span started now if the task began before tracing did."""
+        found = self._tasks.get(task_id)
+        if found is not None:
+            return found
+        attrs: dict[str, Any] = {
+            n.OPERATION: "invoke_agent",
+            n.AGENT_NAME: self.agent,
+            n.CONVERSATION_ID: task_id,
+            n.OI_KIND: "AGENT",
+            n.OI_SESSION: task_id,
+        }
+        model, provider = self._model_of_worker()
+        if provider:
+            attrs[n.PROVIDER] = provider
+        if model:
+            attrs[n.REQUEST_MODEL] = model
+        worker = getattr(self.runner, "agent_worker", None)
+        if worker is not None:
+            attrs["nbagent.worker"] = type(worker).__name__
+        if self.capture and input is not None:
+            attrs[n.OI_INPUT] = value_json(input)
+        span = child(self.tracer, f"invoke_agent {self.agent}", None, at, attrs)
+        found = self._tasks[task_id] = _TaskSpans(span)
+        return found
+
+    def _task_created(self, e: TaskCreated) -> None:
+        self._task(e.task_id, e.at, e.input)
+
+    def _end_task(self, task_id: str, status: str, at: float | None = None, output: str | None = None) -> None:
+        spans = self._tasks.pop(task_id, None)
+        if spans is None:
+            return
+        for step in spans.steps.values():  # a step still running when its task ended
+            step.set_attribute("nbagent.step.status", "interrupted")
+            end(step, at)
+        spans.span.set_attribute("nbagent.task.status", status)
+        spans.span.set_attribute("nbagent.task.steps", spans.count)
+        if self.capture and output is not None:
+            spans.span.set_attribute(n.OI_OUTPUT, value_json(output))
+        end(spans.span, at)
+
+    def _finalized(self, e: TaskFinalized) -> None:
+        self._end_task(e.task_id, "finalized", e.at, e.response)
+
+    def _abandoned(self, e: TaskAbandoned) -> None:
+        self._end_task(e.task_id, "abandoned", e.at)
+
+    def _deleted(self, e: TaskDeleted) -> None:
+        self._end_task(e.task_id, "deleted", e.at)
+
+    def _reset(self, e: RunnerReset) -> None:
+        for task_id in list(self._tasks):
+            self._end_task(task_id, "reset", e.at)
+
+    # ----- steps -------------------------------------------------------------------------
+    def _step_started(self, e: StepStarted) -> None:
+        task = self._task(e.task_id, e.at)
+        task.count += 1
+        attrs: dict[str, Any] = {
+            n.OI_KIND: "CHAIN",
+            "nbagent.step.id": e.step_id,
+            "nbagent.step.number": task.count,
+        }
+        if self.capture and e.input is not None:
+            attrs[n.OI_INPUT] = value_json(e.input)
+        task.steps[e.step_id] = child(self.tracer, f"step {task.count}", task.span, e.at, attrs)
+
+    def _step_span(self, task_id: str, step_id: str) -> Span | None:
+        task = self._tasks.get(task_id)
+        return None if task is None else task.steps.get(step_id)
+
+    def _step_completed(self, e: StepCompleted) -> None:
+        task = self._tasks.get(e.task_id)
+        span = None if task is None else task.steps.pop(e.step_id, None)
+        if span is None:
+            return
+        self._rejected_calls(e.task_id, e.step_id, span, e.at)
+        span.set_attribute("nbagent.step.status", "done")
+        span.set_attribute("nbagent.step.is_last", e.is_last)
+        if e.next_step_ids:
+            span.set_attribute("nbagent.step.next", list(e.next_step_ids))
+        if e.usage is not None:
+            # the step's sum, under nbagent's name: a backend adding up gen_ai.usage counts each call once
+            span.set_attribute("nbagent.step.input_tokens", e.usage.prompt_tokens)
+            span.set_attribute("nbagent.step.output_tokens", e.usage.completion_tokens)
+        end(span, e.at)
+
+    def _step_failed(self, e: StepFailed) -> None:
+        task = self._tasks.get(e.task_id)
+        span = None if task is None else task.steps.pop(e.step_id, None)
+        if span is None:
+            return
+        span.set_attribute("nbagent.step.status", "failed")
+        fail(span, e.error_type, e.error)
+        end(span, e.at)
+
+    def _step_undone(self, e: StepUndone) -> None:
+        task = self._task(e.task_id, e.at)
+        task.span.add_event("nbagent.step.undone", {"nbagent.step.id": e.step_id}, timestamp=ns(e.at))
+
+    # ----- model and tool calls ----------------------------------------------------------
+    def _parent(self, task_id: str, step_id: str, at: float) -> Span:
+        return self._step_span(task_id, step_id) or self._task(task_id, at).span
+
+    def _model_called(self, e: ModelCalled) -> None:
+        reasons = ("tool_calls",) if getattr(e.reply, "tool_calls", None) else ("stop",)
+        attrs: dict[str, Any] = {
+            n.OPERATION: "chat",
+            n.REQUEST_MODEL: e.model,
+            n.PROVIDER: e.provider,
+            n.OI_KIND: "LLM",
+            n.OI_MODEL: e.model,
+            n.OI_PROVIDER: e.provider,
+            "gen_ai.request.stream": e.streamed,
+        }
+        if e.error_type is None:
+            attrs[n.FINISH_REASONS] = reasons
+        if e.usage is not None:
+            attrs[n.INPUT_TOKENS] = attrs[n.OI_PROMPT_TOKENS] = e.usage.prompt_tokens
+            attrs[n.OUTPUT_TOKENS] = attrs[n.OI_COMPLETION_TOKENS] = e.usage.completion_tokens
+            attrs[n.OI_TOTAL_TOKENS] = e.usage.total_tokens
+        if self.capture:
+            attrs[n.INPUT_MESSAGES] = messages_json(e.messages)
+            if e.reply is not None:
+                attrs[n.OUTPUT_MESSAGES] = messages_json([e.reply], reasons[0])
+        parent = self._parent(e.task_id, e.step_id, e.started_at)
+        span = child(self.tracer, f"chat {e.model}", parent, e.started_at, attrs, SpanKind.CLIENT)
+        if e.error_type is not None:
+            fail(span, e.error_type)
+        end(span, e.started_at + e.latency_s)
+
+    def _tool_span(self, parent: Span, name: str, call_id: str, tool_call_id: str | None, start: float) -> Span:
+        attrs: dict[str, Any] = {
+            n.OPERATION: "execute_tool",
+            n.TOOL_NAME: name,
+            n.TOOL_CALL_ID: tool_call_id or call_id,
+            n.TOOL_TYPE: "function",
+            n.OI_KIND: "TOOL",
+            n.OI_TOOL_NAME: name,
+            "nbagent.call.id": call_id,
+        }
+        return child(self.tracer, f"execute_tool {name}", parent, start, attrs)
+
+    def _approvals(self, task_id: str, step_id: str) -> dict[str, Any] | None:
+        """The approval record of a step (``nbagent.approval``), if it has one."""
+        try:
+            step = self.runner.state_of(task_id).steps.get(step_id)  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - a task deleted meanwhile: no record to read
+            return None
+        state = getattr(step, "step_state", None)
+        record = state.get("approval") if isinstance(state, dict) else None
+        return record if isinstance(record, dict) else None
+
+    def _approval_events(self, span: Span, record: dict[str, Any] | None, call_id: str) -> None:
+        """Every decision on ``call_id`` (overridden ones too), as events: who, what, why."""
+        for entry in (record or {}).get("log") or ():
+            if not isinstance(entry, dict) or entry.get("call_id") != call_id:
+                continue
+            attrs = {
+                "nbagent.approval.decision": str(entry.get("decision")),
+                "nbagent.approval.by": str(entry.get("by") or ""),
+                "nbagent.approval.reason": str(entry.get("reason") or ""),
+            }
+            span.add_event("nbagent.approval", attrs, timestamp=iso_ns(entry.get("at")))
+
+    def _tool_called(self, e: ToolCalled) -> None:
+        out = e.output
+        name = str(getattr(out, "tool_name", None) or "unknown")
+        span = self._tool_span(self._parent(e.task_id, e.step_id, e.started_at), name, e.call_id, e.tool_call_id, e.started_at)
+        self._approval_events(span, self._approvals(e.task_id, e.step_id), e.call_id)
+        if self.capture and out is not None:
+            span.set_attribute(n.TOOL_ARGUMENTS, value_json(getattr(out, "raw_input", None)))
+            span.set_attribute(n.TOOL_RESULT, value_json(str(getattr(out, "content", ""))))
+        if e.error_type is not None:
+            fail(span, e.error_type)
+        elif getattr(out, "is_error", False):
+            fail(span, "ToolError", str(getattr(out, "content", ""))[:200])
+        end(span, e.started_at + e.latency_s)
+
+    def _rejected_calls(self, task_id: str, step_id: str, parent: Span, at: float) -> None:
+        """A rejected call never runs: its span is the decision alone (no time, no result)."""
+        record = self._approvals(task_id, step_id)
+        decisions = None if record is None else record.get("decisions")
+        if not decisions or not isinstance(decisions, dict):
+            return
+        calls = {c.get("call_id"): c for c in record.get("calls") or () if isinstance(c, dict)}  # type: ignore[union-attr]
+        for call_id, d in decisions.items():
+            if not isinstance(d, dict) or d.get("decision") != "rejected":
+                continue
+            call = calls.get(call_id, {})
+            when = (iso_ns(d.get("at")) or ns(at)) / 1e9
+            span = self._tool_span(parent, str(call.get("tool_name") or "unknown"), call_id, call.get("tool_id"), when)
+            span.set_attribute("nbagent.call.rejected", True)
+            self._approval_events(span, record, call_id)
+            end(span, when)
+
+    # ----- batches -----------------------------------------------------------------------
+    def _batch_started(self, e: BatchStarted) -> None:
+        attrs = {n.OI_KIND: "CHAIN", "nbagent.batch.name": e.batch, "nbagent.batch.size": e.size}
+        self._batches[e.batch] = child(self.tracer, f"batch {e.batch}", None, e.at, attrs)
+
+    def _batch_task(self, e: BatchTaskStarted) -> None:
+        batch = self._batches.get(e.batch)
+        task = self._task(e.task_id, e.at)
+        task.span.set_attribute("nbagent.batch.name", e.batch)
+        task.span.set_attribute("nbagent.batch.index", e.index)
+        if batch is not None:
+            task.span.add_link(batch.get_span_context(), {"nbagent.link": "batch"})
+
+    def _batch_ended(self, e: BatchEnded) -> None:
+        span = self._batches.pop(e.batch, None)
+        if span is not None:
+            span.set_attribute("nbagent.batch.failed", e.failed)
+            span.set_attribute("nbagent.batch.stopped", e.stopped)
+            end(span, e.at)
+
+
+_HANDLERS: dict[type[Event], Any] = {
+    TaskCreated: RunnerTracer._task_created,
+    StepStarted: RunnerTracer._step_started,
+    StepCompleted: RunnerTracer._step_completed,
+    StepFailed: RunnerTracer._step_failed,
+    StepUndone: RunnerTracer._step_undone,
+    TaskFinalized: RunnerTracer._finalized,
+    TaskAbandoned: RunnerTracer._abandoned,
+    TaskDeleted: RunnerTracer._deleted,
+    RunnerReset: RunnerTracer._reset,
+    ModelCalled: RunnerTracer._model_called,
+    ToolCalled: RunnerTracer._tool_called,
+    BatchStarted: RunnerTracer._batch_started,
+    BatchTaskStarted: RunnerTracer._batch_task,
+    BatchEnded: RunnerTracer._batch_ended,
+}

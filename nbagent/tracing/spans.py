@@ -1,0 +1,77 @@
+"""Small helpers every tracer of nbagent shares: times, parents, ending a span once.
+
+Imported only when tracing is on (it imports ``opentelemetry``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+
+from nbagent.tracing import names
+
+__all__ = ["ns", "iso_ns", "child", "end", "fail", "get_tracer", "SpanKind"]
+
+
+def ns(seconds: float) -> int:
+    """``time.time()`` seconds as the nanoseconds a span's times are."""
+    return int(seconds * 1e9)
+
+
+def iso_ns(text: Any) -> int | None:
+    """An ISO-8601 time (an approval's ``at``) as nanoseconds, or None if it is not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return ns(_dt.datetime.fromisoformat(text).timestamp())
+    except ValueError:
+        return None
+
+
+def get_tracer(provider: Any) -> Tracer:
+    """nbagent's tracer from ``provider`` (None: the global one, resolved when spans start)."""
+    from nbagent._version import __version__
+
+    if provider is None:
+        return trace.get_tracer(names.SCOPE, __version__)
+    if not hasattr(provider, "get_tracer"):
+        raise TypeError(
+            f"tracer_provider must be an OpenTelemetry TracerProvider (with get_tracer), got {type(provider).__name__}"
+        )
+    return provider.get_tracer(names.SCOPE, __version__)  # type: ignore[no-any-return]
+
+
+def child(
+    tracer: Tracer,
+    name: str,
+    parent: Span | None,
+    start_s: float,
+    attributes: dict[str, Any],
+    kind: SpanKind = SpanKind.INTERNAL,
+    links: Any = None,
+) -> Span:
+    """Start span ``name`` under ``parent`` (None: a root) at ``start_s`` (``time.time()``).
+
+    The parent is given explicitly, never read from the current context: steps of a
+    parallel run and calls of one step come in any order and from any task. A root (a task,
+    a workflow run, a batch) goes under the caller's current span, if it has one."""
+    ctx = trace.set_span_in_context(parent) if parent is not None else None
+    return tracer.start_span(
+        name, context=ctx, kind=kind, attributes=attributes, start_time=ns(start_s), links=links
+    )
+
+
+def end(span: Span | None, end_s: float | None = None) -> None:
+    """End ``span`` (at ``end_s``, else now) unless it ended already."""
+    if span is not None and span.is_recording():
+        span.end(end_time=None if end_s is None else ns(end_s))
+
+
+def fail(span: Span, error_type: str, message: str = "") -> None:
+    """Mark ``span`` failed: ERROR status, ``error.type``, and an ``exception`` event."""
+    span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}" if message else error_type))
+    span.set_attribute(names.ERROR_TYPE, error_type)
+    span.add_event("exception", {"exception.type": error_type, "exception.message": message})
