@@ -16,6 +16,7 @@ a step.
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any
 
@@ -40,7 +41,7 @@ from nbagent.events import (
 )
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
-from nbagent.tracing.spans import child, end, fail, iso_ns, ns
+from nbagent.tracing.spans import child, end, fail, in_context, iso_ns, ns
 
 __all__ = ["RunnerTracer", "EVENTS"]
 
@@ -51,14 +52,31 @@ EVENTS: tuple[type[Event], ...] = (
 )
 
 
-class _TaskSpans:
-    """The open spans of one task: its own, and its running steps' by step id."""
+class _Step:
+    """A running step: when it began, its number and input, and the calls it made so far.
 
-    __slots__ = ("span", "steps", "count")
+    Its span is made when it ends, in one go with all its attributes, and its calls' spans
+    under it (their times are their own): a step pays for its span once, not piece by piece.
+    """
+
+    __slots__ = ("at", "number", "input", "calls")
+
+    def __init__(self, at: float, number: int, input: str | None) -> None:
+        self.at = at
+        self.number = number
+        self.input = input
+        self.calls: list[Event] = []
+
+
+class _TaskSpans:
+    """The open span of one task, and its running steps by step id."""
+
+    __slots__ = ("span", "context", "steps", "count")
 
     def __init__(self, span: Span) -> None:
         self.span = span
-        self.steps: dict[str, Span] = {}
+        self.context = in_context(span)  # made once: every step span starts under it
+        self.steps: dict[str, _Step] = {}
         self.count = 0  # steps run so far (a step's number)
 
 
@@ -135,9 +153,8 @@ class RunnerTracer:
         spans = self._tasks.pop(task_id, None)
         if spans is None:
             return
-        for step in spans.steps.values():  # a step still running when its task ended
-            step.set_attribute("nbagent.step.status", "interrupted")
-            end(step, at)
+        for step_id, step in spans.steps.items():  # a step still running when its task ended
+            self._draw_step(spans, step_id, step, {"nbagent.step.status": "interrupted"}, at or time.time())
         spans.span.set_attribute("nbagent.task.status", status)
         spans.span.set_attribute("nbagent.task.steps", spans.count)
         if self.capture and output is not None:
@@ -161,42 +178,49 @@ class RunnerTracer:
     def _step_started(self, e: StepStarted) -> None:
         task = self._task(e.task_id, e.at)
         task.count += 1
-        attrs: dict[str, Any] = {
-            n.OI_KIND: "CHAIN",
-            "nbagent.step.id": e.step_id,
-            "nbagent.step.number": task.count,
-        }
-        if self.capture and e.input is not None:
-            attrs[n.OI_INPUT] = value_json(e.input)
-        task.steps[e.step_id] = child(self.tracer, f"step {task.count}", task.span, e.at, attrs)
+        task.steps[e.step_id] = _Step(e.at, task.count, e.input)
 
-    def _step_span(self, task_id: str, step_id: str) -> Span | None:
-        task = self._tasks.get(task_id)
-        return None if task is None else task.steps.get(step_id)
+    def _draw_step(
+        self, task: _TaskSpans, step_id: str, step: _Step, attrs: dict[str, Any], at: float, error: tuple[str, str] | None = None
+    ) -> Span:
+        """The span of a step that ended, with its calls' spans under it."""
+        attrs[n.OI_KIND] = "CHAIN"
+        attrs["nbagent.step.id"] = step_id
+        attrs["nbagent.step.number"] = step.number
+        if self.capture and step.input is not None:
+            attrs[n.OI_INPUT] = value_json(step.input)
+        span = child(self.tracer, f"step {step.number}", task.context, step.at, attrs)
+        for call in step.calls:
+            if isinstance(call, ModelCalled):
+                self._draw_model_call(call, span)
+            elif isinstance(call, ToolCalled):
+                self._draw_tool_call(call, span)
+        if error is not None:
+            fail(span, *error)
+        return span
 
     def _step_completed(self, e: StepCompleted) -> None:
         task = self._tasks.get(e.task_id)
-        span = None if task is None else task.steps.pop(e.step_id, None)
-        if span is None:
+        step = None if task is None else task.steps.pop(e.step_id, None)
+        if task is None or step is None:
             return
-        self._rejected_calls(e.task_id, e.step_id, span, e.at)
-        span.set_attribute("nbagent.step.status", "done")
-        span.set_attribute("nbagent.step.is_last", e.is_last)
+        attrs: dict[str, Any] = {"nbagent.step.status": "done", "nbagent.step.is_last": e.is_last}
         if e.next_step_ids:
-            span.set_attribute("nbagent.step.next", list(e.next_step_ids))
+            attrs["nbagent.step.next"] = list(e.next_step_ids)
         if e.usage is not None:
             # the step's sum, under nbagent's name: a backend adding up gen_ai.usage counts each call once
-            span.set_attribute("nbagent.step.input_tokens", e.usage.prompt_tokens)
-            span.set_attribute("nbagent.step.output_tokens", e.usage.completion_tokens)
+            attrs["nbagent.step.input_tokens"] = e.usage.prompt_tokens
+            attrs["nbagent.step.output_tokens"] = e.usage.completion_tokens
+        span = self._draw_step(task, e.step_id, step, attrs, e.at)
+        self._rejected_calls(e.task_id, e.step_id, span, e.at)
         end(span, e.at)
 
     def _step_failed(self, e: StepFailed) -> None:
         task = self._tasks.get(e.task_id)
-        span = None if task is None else task.steps.pop(e.step_id, None)
-        if span is None:
+        step = None if task is None else task.steps.pop(e.step_id, None)
+        if task is None or step is None:
             return
-        span.set_attribute("nbagent.step.status", "failed")
-        fail(span, e.error_type, e.error)
+        span = self._draw_step(task, e.step_id, step, {"nbagent.step.status": "failed"}, e.at, (e.error_type, e.error))
         end(span, e.at)
 
     def _step_undone(self, e: StepUndone) -> None:
@@ -204,10 +228,18 @@ class RunnerTracer:
         task.span.add_event("nbagent.step.undone", {"nbagent.step.id": e.step_id}, timestamp=ns(e.at))
 
     # ----- model and tool calls ----------------------------------------------------------
-    def _parent(self, task_id: str, step_id: str, at: float) -> Span:
-        return self._step_span(task_id, step_id) or self._task(task_id, at).span
+    def _call(self, e: ModelCalled | ToolCalled) -> None:
+        """A call of a running step waits for its step's span; any other goes under its task."""
+        task = self._task(e.task_id, e.started_at)
+        step = task.steps.get(e.step_id)
+        if step is not None:
+            step.calls.append(e)
+        elif isinstance(e, ModelCalled):
+            self._draw_model_call(e, task.span)
+        else:
+            self._draw_tool_call(e, task.span)
 
-    def _model_called(self, e: ModelCalled) -> None:
+    def _draw_model_call(self, e: ModelCalled, parent: Span) -> None:
         reasons = ("tool_calls",) if getattr(e.reply, "tool_calls", None) else ("stop",)
         attrs: dict[str, Any] = {
             n.OPERATION: "chat",
@@ -228,7 +260,6 @@ class RunnerTracer:
             attrs[n.INPUT_MESSAGES] = messages_json(e.messages)
             if e.reply is not None:
                 attrs[n.OUTPUT_MESSAGES] = messages_json([e.reply], reasons[0])
-        parent = self._parent(e.task_id, e.step_id, e.started_at)
         span = child(self.tracer, f"chat {e.model}", parent, e.started_at, attrs, SpanKind.CLIENT)
         if e.error_type is not None:
             fail(span, e.error_type)
@@ -248,10 +279,9 @@ class RunnerTracer:
 
     def _approvals(self, task_id: str, step_id: str) -> dict[str, Any] | None:
         """The approval record of a step (``nbagent.approval``), if it has one."""
-        try:
-            step = self.runner.state_of(task_id).steps.get(step_id)  # type: ignore[union-attr]
-        except Exception:  # noqa: BLE001 - a task deleted meanwhile: no record to read
-            return None
+        runner = self.runner
+        task = None if runner is None else runner.tasks.get(task_id)
+        step = None if task is None else task.steps.get(step_id)
         state = getattr(step, "step_state", None)
         record = state.get("approval") if isinstance(state, dict) else None
         return record if isinstance(record, dict) else None
@@ -268,10 +298,10 @@ class RunnerTracer:
             }
             span.add_event("nbagent.approval", attrs, timestamp=iso_ns(entry.get("at")))
 
-    def _tool_called(self, e: ToolCalled) -> None:
+    def _draw_tool_call(self, e: ToolCalled, parent: Span) -> None:
         out = e.output
         name = str(getattr(out, "tool_name", None) or "unknown")
-        span = self._tool_span(self._parent(e.task_id, e.step_id, e.started_at), name, e.call_id, e.tool_call_id, e.started_at)
+        span = self._tool_span(parent, name, e.call_id, e.tool_call_id, e.started_at)
         self._approval_events(span, self._approvals(e.task_id, e.step_id), e.call_id)
         if self.capture and out is not None:
             span.set_attribute(n.TOOL_ARGUMENTS, value_json(getattr(out, "raw_input", None)))
@@ -330,8 +360,8 @@ _HANDLERS: dict[type[Event], Any] = {
     TaskAbandoned: RunnerTracer._abandoned,
     TaskDeleted: RunnerTracer._deleted,
     RunnerReset: RunnerTracer._reset,
-    ModelCalled: RunnerTracer._model_called,
-    ToolCalled: RunnerTracer._tool_called,
+    ModelCalled: RunnerTracer._call,
+    ToolCalled: RunnerTracer._call,
     BatchStarted: RunnerTracer._batch_started,
     BatchTaskStarted: RunnerTracer._batch_task,
     BatchEnded: RunnerTracer._batch_ended,

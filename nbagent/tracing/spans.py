@@ -9,11 +9,17 @@ import datetime as _dt
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from nbagent.tracing import names
 
-__all__ = ["ns", "iso_ns", "child", "end", "fail", "get_tracer", "SpanKind"]
+__all__ = ["ns", "iso_ns", "child", "in_context", "end", "fail", "get_tracer", "SpanKind"]
+
+
+def in_context(span: Span) -> Context:
+    """A context whose current span is ``span`` (to start many children under it)."""
+    return trace.set_span_in_context(span)
 
 
 def ns(seconds: float) -> int:
@@ -47,7 +53,7 @@ def get_tracer(provider: Any) -> Tracer:
 def child(
     tracer: Tracer,
     name: str,
-    parent: Span | None,
+    parent: Span | Context | None,
     start_s: float,
     attributes: dict[str, Any],
     kind: SpanKind = SpanKind.INTERNAL,
@@ -57,8 +63,9 @@ def child(
 
     The parent is given explicitly, never read from the current context: steps of a
     parallel run and calls of one step come in any order and from any task. A root (a task,
-    a workflow run, a batch) goes under the caller's current span, if it has one."""
-    ctx = trace.set_span_in_context(parent) if parent is not None else None
+    a workflow run, a batch) goes under the caller's current span, if it has one. A parent
+    given as a ``Context`` (``in_context(span)``, kept by the caller) saves making one."""
+    ctx = parent if parent is None or isinstance(parent, Context) else trace.set_span_in_context(parent)
     return tracer.start_span(
         name, context=ctx, kind=kind, attributes=attributes, start_time=ns(start_s), links=links
     )
