@@ -122,6 +122,17 @@ def _case(name: str, tmp: Path) -> tuple[Any, Callable[[AgentRunner], bool]]:
         return store, lambda r: r.autosave == store.path
     if name == "max_finished_tasks":
         return 3, lambda r: r.max_finished_tasks == 3
+    if name == "tracer_provider":  # nbagent.tracing asks it for nbagent's tracer
+        from opentelemetry.trace import NoOpTracerProvider
+
+        asked: list[str] = []
+
+        class Provider(NoOpTracerProvider):
+            def get_tracer(self, name: str, *args: Any, **kwargs: Any) -> Any:
+                asked.append(name)
+                return super().get_tracer(name, *args, **kwargs)
+
+        return Provider(), lambda r: asked == ["nbagent"]
     if name == "max_concurrency":  # ParallelAgentRunner's own
         return 2, lambda r: r.max_concurrency == 2
     raise AssertionError(

@@ -512,10 +512,11 @@ def test_a_collector_that_hangs_does_not_hold_up_steps_with_a_batch_processor() 
     assert exporter.got > 0
 
 
-def test_a_runner_can_be_traced_on_its_own_and_instrument_leaves_it_alone() -> None:
+def test_a_runner_given_a_tracer_provider_is_traced_and_instrument_leaves_it_alone() -> None:
     own, everyone = Traced(), Traced()
-    agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Thought: a.\nAnswer: one"], repeat_last=True))
-    tracing.trace_runner(agent, own.provider)
+    # the runner's own argument, forwarded by from_tools like every runner argument
+    agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Thought: a.\nAnswer: one"], repeat_last=True),
+                                  tracer_provider=own.provider)
     tracing.instrument(everyone.provider)
     try:
         agent.chat("x")
@@ -530,6 +531,8 @@ def test_a_runner_can_be_traced_on_its_own_and_instrument_leaves_it_alone() -> N
 def test_trace_runner_refuses_what_is_not_a_runner() -> None:
     with pytest.raises(TypeError, match="needs an AgentRunner"):
         tracing.trace_runner(object(), TracerProvider())
+    with pytest.raises(TypeError, match="tracer_provider must be an OpenTelemetry TracerProvider.*got str"):
+        FunctionCallingAgent.from_tools([], llm=ScriptedLLM(["x"]), tracer_provider="http://localhost:4318")
     with pytest.raises(TypeError, match="tracer_provider must be an OpenTelemetry TracerProvider"):
         tracing.instrument("http://localhost:4318")
     assert not tracing.is_instrumented()

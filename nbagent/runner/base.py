@@ -50,7 +50,9 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
     ``verbose=True`` prints each step as it starts. Without ``memory``, a memory holding
     ``chat_history`` is made; an ``llm`` that knows its context window sizes it (as on the
     reference; see ``ChatMemoryBuffer.from_defaults``). ``autosave`` (a run file or store
-    path) or ``store`` (a ``RunStore``) saves the run after every change.
+    path) or ``store`` (a ``RunStore``) saves the run after every change. ``tracer_provider``
+    (an OpenTelemetry ``TracerProvider``) traces this runner's tasks, steps, model and tool
+    calls as spans (``nbagent.tracing``; ``pip install "nbagent[otel]"``).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
         approve_tools: Any = None,
         store: Any = None,
         max_finished_tasks: int | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         # the engine's own initializer, by name: a parallel runner sets its engine's
         # max_concurrency itself, before this
@@ -94,6 +97,10 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
         attach_cost_recorder(self)  # before any store subscribes: a saved step has its model
         if autosave is not None or store is not None:  # save after every change (nbagent.store)
             self.autosave = autosave if store is None else store
+        if tracer_provider is not None:  # OpenTelemetry spans of this runner only (nbagent.tracing)
+            from nbagent.tracing import trace_runner
+
+            trace_runner(self, tracer_provider)
 
     @staticmethod
     def from_llm(tools: Sequence[Any] | None = None, llm: Any = None, **kwargs: Any) -> AgentRunner:
