@@ -552,3 +552,20 @@ def test_off_means_no_call_event_is_ever_built(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(events, "ToolCalled", type("ToolCalled", (events.ToolCalled,), {"__new__": never}))
     assert str(agent.chat("go")) == "3"
     assert built == []
+
+
+def test_a_streamed_chat_has_the_same_tree_and_its_model_calls_say_they_streamed(traced: Traced) -> None:
+    llm = ScriptedLLM([tool_call("add", a=1, b=2), "The answer is three."])
+    agent = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(add)], llm=llm)
+    response = agent.stream_chat("go")
+    assert "".join(response.response_gen) == "The answer is three."
+    assert traced.tree() == [
+        "invoke_agent FunctionCallingAgent [AGENT]",
+        "  step 1 [CHAIN]",
+        "    chat scripted [LLM]",
+        "    execute_tool add [TOOL]",
+        "  step 2 [CHAIN]",
+        "    chat scripted [LLM]",
+    ]
+    assert [c.attributes["gen_ai.request.stream"] for c in traced.named("chat")] == [True, True]
+    assert traced.named("chat")[1].attributes["gen_ai.usage.output_tokens"] > 0
