@@ -32,7 +32,6 @@ Rules worth knowing (each is tested):
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -41,12 +40,21 @@ from nbagent import approval, structured
 from nbagent import calls as calls_
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
-from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput
 from nbagent.prompts import PromptDictType, PromptTemplate, template_text
 from nbagent.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
-from nbagent.tools import FunctionTool, acall_tool, as_tools, tools_by_name
+from nbagent.tools import FunctionTool, as_tools, tools_by_name
 from nbagent.workers.base import BaseAgentWorker, EmptyResponseError, person_input
+from nbagent.workers.tool_calls import (
+    CALLS_KEY,
+    SOURCES_KEY,
+    ToolCallSteps,
+    as_assistant,
+    check_tool_choice,
+    dump_calls,
+)
+from nbagent.workers.typed_answers import TypedAnswerSteps
 
 __all__ = [
     "FunctionCallingAgentWorker",
@@ -58,16 +66,13 @@ __all__ = [
 
 log = logging.getLogger("nbagent.workers.function_calling")
 
-SOURCES_KEY = "sources"
-CALLS_KEY = "function_calls"
 #: Metadata key listing tool calls a reply asked for that were not run (see module docstring).
 UNEXECUTED_KEY = "unexecuted_tool_calls"
 _FIRST = "is_first"
 _SAME: Any = object()  # ``_prepare``'s default input: the step's own
-_CHOICE_KEYWORDS = ("auto", "none", "required")
 
 
-class FunctionCallingAgentWorker(BaseAgentWorker):
+class FunctionCallingAgentWorker(ToolCallSteps, TypedAnswerSteps, BaseAgentWorker):
     """Calls tools through the model's tools API until the model answers in text."""
 
     def __init__(
@@ -240,7 +245,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 f"(extra_state lacks {SOURCES_KEY!r}/{CALLS_KEY!r}); create it with runner.create_task"
             )
         tools = await self.aget_tools(task.input)
-        choice = _check_tool_choice(tool_choice, tools)
+        choice = check_tool_choice(tool_choice, tools)
         if self.max_function_calls is not None and state[CALLS_KEY] >= self.max_function_calls:
             choice = "none" if tools else None  # the budget is spent: the model must answer
         first = bool(step.step_state.get(_FIRST))
@@ -255,103 +260,6 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         messages.extend(task.memory.get())
         messages.extend(task.scratch_memory.get_all())
         return tools, messages, choice
-
-    def _typed_request(
-        self, tools: list[FunctionTool], messages: list[ChatMessage], choice: Any
-    ) -> tuple[list[Any], Any, dict[str, Any]]:
-        """With ``output_cls``: add the answer tool, the response format or the JSON prompt."""
-        cls = self.output_cls
-        if cls is None:
-            return list(tools), choice, {}
-        mode = structured.pick_mode(self.structured_mode, self.llm)
-        if mode == "tool":
-            if choice == "none":  # the tool budget is spent: answering is all that is left
-                choice = {"type": "function", "function": {"name": structured.FINAL_TOOL}}
-            return [*tools, structured.final_tool(cls)], choice or "auto", {}
-        if mode == "response_format":
-            return list(tools), choice, {"response_format": structured.response_format(cls)}
-        at = 1 if messages and messages[0].role == MessageRole.SYSTEM else 0
-        messages.insert(at, ChatMessage(role=MessageRole.SYSTEM, content=structured.json_instructions(cls)))
-        return list(tools), choice, {}
-
-    def _retry(self, task: Task, problem: str) -> str:
-        """Count a bad typed answer; the feedback for the model, or raise when out of retries."""
-        assert self.output_cls is not None
-        used = int(task.extra_state.get(structured.RETRIES_KEY, 0))
-        if used >= self.max_output_retries:
-            raise structured.StructuredOutputError(
-                f"the answer did not fit {self.output_cls.__name__} after {used} retries "
-                f"(max_output_retries={self.max_output_retries}): {problem}. The step stays "
-                "queued: raise worker.max_output_retries and run it again, or steer it with input"
-            )
-        task.extra_state[structured.RETRIES_KEY] = used + 1
-        mode = structured.pick_mode(self.structured_mode, self.llm)
-        return structured.feedback(problem, mode, self.output_cls)
-
-    def _typed_answer(
-        self, step: TaskStep, task: Task, reply: ChatMessage, calls: list[ToolSelection]
-    ) -> TaskStepOutput | None:
-        """Handle a reply when ``output_cls`` is set and the reply answers (a ``final_result``
-        call, or text): the typed answer, or a visible retry step. None: not an answer."""
-        cls = self.output_cls
-        if cls is None:
-            return None
-        final = next((c for c in calls if c.tool_name == structured.FINAL_TOOL), None)
-        if calls and final is None:
-            return None  # ordinary tool calls
-        sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
-        task.scratch_memory.put(_as_assistant(reply))
-        try:
-            if final is not None:
-                obj = structured.validate_args(final.tool_kwargs, cls)
-            else:
-                obj = structured.parse_json_answer(reply.text, cls)
-        except ValueError as error:
-            note = self._retry(task, str(error))
-            outputs: list[ToolOutput] = []
-            if final is None:
-                task.scratch_memory.put(ChatMessage(role=MessageRole.USER, content=note))
-            for c in calls:
-                content = note if c is final else (
-                    f"Error: not run: {structured.FINAL_TOOL} was called in the same reply"
-                )
-                out = ToolOutput(
-                    content=content, tool_name=c.tool_name, raw_input=dict(c.tool_kwargs),
-                    is_error=True, tool_call_id=c.tool_id,
-                )
-                outputs.append(out)
-                task.scratch_memory.put(
-                    ChatMessage(role=MessageRole.TOOL, content=content, tool_call_id=c.tool_id, name=c.tool_name)
-                )
-            if self.verbose:
-                print(f"=== Typed answer rejected ===\n{error}")
-            return TaskStepOutput(
-                output=AgentChatResponse(response=note, metadata={"output_error": str(error)}),
-                task_step=step,
-                next_steps=[step.get_next_step(step_state={})],
-                is_last=False,
-                reasoning=reply.text or None,
-                tool_outputs=outputs,
-            )
-        text = structured.answer_text(obj)
-        for c in calls:  # keep the transcript valid: every call gets its reply
-            content = "Answer accepted." if c is final else (
-                f"Error: not run: the answer was given with {structured.FINAL_TOOL}"
-            )
-            task.scratch_memory.put(
-                ChatMessage(role=MessageRole.TOOL, content=content, tool_call_id=c.tool_id, name=c.tool_name)
-            )
-        if calls:
-            task.scratch_memory.put(ChatMessage(role=MessageRole.ASSISTANT, content=text))
-        if self.verbose:
-            print(f"=== Answer ({cls.__name__}) ===\n{text}")
-        answer = AgentChatResponse(response=text, sources=list(sources), structured_response=obj)
-        return TaskStepOutput(output=answer, task_step=step, is_last=True, reasoning=(reply.text or None) if calls else None)
-
-    def _budget_left(self, task: Task) -> int | None:
-        if self.max_function_calls is None:
-            return None
-        return max(0, self.max_function_calls - int(task.extra_state[CALLS_KEY]))
 
     async def _handle_reply(
         self,
@@ -387,7 +295,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             message = ChatMessage(
                 role=MessageRole.ASSISTANT,
                 content=reply.content,
-                additional_kwargs={**reply.additional_kwargs, UNEXECUTED_KEY: _dump(calls)},
+                additional_kwargs={**reply.additional_kwargs, UNEXECUTED_KEY: dump_calls(calls)},
             )
             task.scratch_memory.put(message)
             log.warning(
@@ -396,7 +304,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 len(calls),
             )
             answer = AgentChatResponse(
-                response=text, sources=list(sources), metadata={UNEXECUTED_KEY: _dump(calls)}
+                response=text, sources=list(sources), metadata={UNEXECUTED_KEY: dump_calls(calls)}
             )
             return TaskStepOutput(output=answer, task_step=step, is_last=True)
         if not calls and not (text or "").strip():
@@ -406,13 +314,13 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 "again, steer it with run_step(task, input=...), or check the model"
             )
         if not calls:
-            task.scratch_memory.put(_as_assistant(reply))
+            task.scratch_memory.put(as_assistant(reply))
             # as the reference: a step's sources are the calls it ran (none here);
             # finalize_response attaches every source of the task
             answer = AgentChatResponse(response=text, sources=[])
             return TaskStepOutput(output=answer, task_step=step, is_last=True)
 
-        task.scratch_memory.put(_as_assistant(reply))
+        task.scratch_memory.put(as_assistant(reply))
         # the ids a person decides on: unique in the task, the model's own where it can be
         ids = list(resumed.ids) if resumed is not None and len(resumed.ids) == len(calls) else [
             calls_.issue_call_id(task, c.tool_id) for c in calls
@@ -442,105 +350,6 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         outputs = await self._run_calls(task, tools, calls, ids)
         carry = step.input if resumed is not None and step.input != resumed.input else None
         return self._after_calls(step, task, tools, calls, outputs, text, carry_input=carry)
-
-    async def _run_decided(self, step: TaskStep, task: Task) -> TaskStepOutput:
-        """Run the calls of a reply once a person decided: approved ones (with edited
-        arguments), the others of the reply; rejected ones answer with the reason."""
-        tools = await self.aget_tools(task.input)
-        decided = approval.split_decided(step)
-        to_run = [d for d in decided if d.rejected is None]
-        ran = iter(await self._run_calls(task, tools, [d.call for d in to_run], [d.call_id for d in to_run]))
-        outputs = [d.rejected if d.rejected is not None else next(ran) for d in decided]
-        return self._after_calls(step, task, tools, [d.call for d in decided], outputs, "", carry_input=step.input)
-
-    def _after_calls(
-        self,
-        step: TaskStep,
-        task: Task,
-        tools: list[FunctionTool],
-        calls: list[ToolSelection],
-        outputs: list[ToolOutput],
-        text: str,
-        carry_input: str | None = None,
-    ) -> TaskStepOutput:
-        """Record the tool replies; answer (return_direct) or queue the next model call."""
-        sources: AppendLog[ToolOutput] = task.extra_state[SOURCES_KEY]
-        for call, out in zip(calls, outputs):
-            task.scratch_memory.put(
-                ChatMessage(
-                    role=MessageRole.TOOL,
-                    content=out.content,
-                    tool_call_id=call.tool_id,
-                    name=call.tool_name,
-                )
-            )
-        sources.extend(outputs)
-        by_name = tools_by_name(tools)
-        direct = next(
-            (
-                out
-                for out in outputs
-                if not out.is_error
-                and out.tool_name in by_name
-                and by_name[out.tool_name].return_direct
-            ),
-            None,
-        )
-        if direct is not None:  # the tool's reply is the answer (memory ends with it, as on the reference)
-            answer = AgentChatResponse(
-                response=direct.content,
-                sources=list(outputs),
-                metadata={"return_direct": direct.tool_name},
-            )
-            return TaskStepOutput(
-                output=answer, task_step=step, is_last=True, reasoning=text or None, tool_outputs=outputs
-            )
-        progress = AgentChatResponse(response=text, sources=list(outputs))
-        return TaskStepOutput(
-            output=progress,
-            task_step=step,
-            next_steps=[step.get_next_step(input=carry_input, step_state={})],
-            is_last=False,
-            reasoning=text or None,
-            tool_outputs=outputs,
-        )
-
-    async def _run_calls(
-        self, task: Task, tools: list[FunctionTool], calls: list[ToolSelection], ids: list[str]
-    ) -> list[ToolOutput]:
-        """Run the calls within the budget (concurrently unless told not to), in call order;
-        each at most once in the step (``ids``: their task-unique ids, see ``nbagent.calls``)."""
-        by_name = tools_by_name(tools)
-        left = self._budget_left(task)
-        runnable = calls if left is None else calls[:left]
-        # sync tools go to threads when several run together, so that they overlap like async ones
-        together = self.allow_parallel_tool_calls and len(runnable) > 1
-        in_thread = True if together else None
-
-        def run(c: ToolSelection) -> Callable[[], Any]:
-            return lambda: acall_tool(by_name, c, in_thread=in_thread, missing=_MISSING_TOOL, error=_TOOL_ERROR)
-
-        outputs = await calls_.run_calls([(cid, c.tool_id, run(c)) for c, cid in zip(runnable, ids)], together)
-        for call in calls[len(runnable) :]:
-            outputs.append(
-                ToolOutput(
-                    content=(
-                        f"Error: not run: this agent may make at most {self.max_function_calls} "
-                        "tool calls per task and has made them all; answer with what you have"
-                    ),
-                    tool_name=call.tool_name,
-                    raw_input=call.tool_kwargs,
-                    is_error=True,
-                    tool_call_id=call.tool_id,
-                )
-            )
-        task.extra_state[CALLS_KEY] = int(task.extra_state[CALLS_KEY]) + len(runnable)
-        if self.verbose:  # the reference's words, one call and its output after the other
-            for call, out in zip(runnable, outputs):
-                print("=== Calling Function ===")
-                print(f"Calling function: {call.tool_name} with args: {_args_json(call.tool_kwargs)}")
-                print(f"=== Function Output ===\n{out.content}")
-        return outputs
 
     def _stream_reply(
         self,
@@ -597,52 +406,3 @@ class OpenAIAgentWorker(FunctionCallingAgentWorker):
             llm = OpenAILLM(model=model, base_url=base_url, api_key=api_key)
         pop_callback_manager(kwargs, "from_tools")
         return cls(tools=list(tools or []), llm=llm, **kwargs)
-
-
-# ----- helpers ---------------------------------------------------------------------------
-
-
-def _check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:
-    """Validate a tool choice against the offered tools; None when no tools are offered."""
-    names = [t.name for t in tools]
-    if choice is None:
-        choice = "auto"
-    forced: str | None = None
-    if isinstance(choice, str):
-        if choice not in _CHOICE_KEYWORDS:
-            forced = choice
-    elif isinstance(choice, dict):
-        function = choice.get("function")
-        if isinstance(function, dict) and "name" in function:
-            forced = str(function["name"])
-    else:
-        raise TypeError(
-            f"tool_choice must be 'auto', 'none', 'required', a tool name or an OpenAI "
-            f"tool_choice dict, got {type(choice).__name__}: {choice!r}"
-        )
-    if forced is not None and forced not in names:
-        raise ValueError(
-            f"tool_choice {forced!r} is not a tool of this agent; use 'auto', 'none', "
-            f"'required' or one of the tool names: {names or '(no tools)'}"
-        )
-    if choice == "required" and not names:
-        raise ValueError("tool_choice='required' needs at least one tool, and this agent has none")
-    return choice if tools else None
-
-
-def _as_assistant(reply: ChatMessage) -> ChatMessage:
-    """The model's reply as an assistant message (a copy, so the model's object stays its own)."""
-    return reply.model_copy(update={"role": MessageRole.ASSISTANT})
-
-
-def _dump(calls: list[ToolSelection]) -> list[dict[str, Any]]:
-    return [c.model_dump() for c in calls]
-
-
-_MISSING_TOOL = "Tool with name {name} not found, please double check."  # the reference's words
-_TOOL_ERROR = "Encountered error: {error} ({type})"  # the reference's words, then the exception's type
-
-
-def _args_json(kwargs: dict[str, Any]) -> str:
-    """Tool arguments as the reference prints them (``json.dumps``; anything else as text)."""
-    return json.dumps(kwargs, default=str)
