@@ -569,3 +569,44 @@ def test_a_streamed_chat_has_the_same_tree_and_its_model_calls_say_they_streamed
     ]
     assert [c.attributes["gen_ai.request.stream"] for c in traced.named("chat")] == [True, True]
     assert traced.named("chat")[1].attributes["gen_ai.usage.output_tokens"] > 0
+
+
+def test_a_workflow_call_that_waits_for_a_person_says_so_and_a_rejection_is_no_error(traced: Traced) -> None:
+    from nbagent.workflow import AgentWorkflow, FunctionAgent
+    from nbagent.workflow.approval import ToolApprovalRequired, ToolApprovalResponse
+
+    deleted: list[str] = []
+
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    llm = ScriptedLLM([tool_call("delete_file", path="a.txt"), "I left a.txt alone."])
+    agent = FunctionAgent(name="tidy", description="x", llm=llm,
+                          tools=[FunctionTool.from_defaults(delete_file, requires_approval=True)])
+    wf = AgentWorkflow([agent], root_agent="tidy")
+
+    async def main() -> Any:
+        handler = wf.run(user_msg="tidy up")
+        async for ev in handler.stream_events():
+            if isinstance(ev, ToolApprovalRequired):
+                handler.ctx.send_event(ToolApprovalResponse.reject(ev, reason="keep it", by="ana"))
+        return await handler
+
+    assert str(asyncio.run(main())) == "I left a.txt alone." and deleted == []
+    assert traced.tree() == [
+        "invoke_workflow AgentWorkflow [CHAIN]",
+        "  invoke_agent tidy [AGENT]",
+        "    chat scripted [LLM]",
+        "    execute_tool delete_file [TOOL]",
+        "  invoke_agent tidy [AGENT]",
+        "    chat scripted [LLM]",
+    ]
+    (call,) = traced.named("execute_tool")
+    assert call.attributes["nbagent.call.rejected"] is True and call.status.status_code.name == "UNSET"
+    assert [(e.name, dict(e.attributes)) for e in call.events] == [
+        ("nbagent.approval.asked", {"nbagent.approval.agent": "tidy"}),
+        ("nbagent.approval", {"nbagent.approval.decision": "rejected", "nbagent.approval.by": "ana",
+                              "nbagent.approval.reason": "keep it"}),
+    ]

@@ -55,7 +55,8 @@ def _setup() -> Any:
 
 
 def instrument(tracer_provider: Any = None, capture_content: bool = False) -> None:
-    """Trace every runner and workflow run of this process, made before or after this call.
+    """Trace every runner of this process (made before or after this call) and every workflow
+    run started after it.
 
     ``tracer_provider``: an OpenTelemetry ``TracerProvider`` (None: the global one).
     ``capture_content``: put messages, tool arguments and results on spans (off by default;

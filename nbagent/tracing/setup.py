@@ -50,7 +50,8 @@ _global: _Global | None = None
 
 
 def instrument(tracer_provider: Any = None, capture_content: bool = False) -> None:
-    """Trace every runner and workflow run of this process (made before or after this call).
+    """Trace every runner of this process (made before or after this call) and every workflow
+    run started after it.
 
     ``tracer_provider``: an OpenTelemetry ``TracerProvider`` (None: the global one, as set
     with ``opentelemetry.trace.set_tracer_provider``). ``capture_content``: put messages,

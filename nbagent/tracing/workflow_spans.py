@@ -24,6 +24,7 @@ from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
 from nbagent.tracing.spans import child, end, fail
 from nbagent.workflow.agent_events import AgentInput, AgentOutput, ToolCall, ToolCallResult
+from nbagent.workflow.approval import ToolApprovalRequired
 from nbagent.workflow.events import StopEvent
 
 __all__ = ["WorkflowTracer"]
@@ -31,6 +32,16 @@ __all__ = ["WorkflowTracer"]
 log = logging.getLogger("nbagent.tracing")
 
 HANDOFF = "handoff"
+_REJECTED = "Rejected by "
+
+
+def _decision(content: str) -> tuple[str, str] | None:
+    """Who rejected a call and why, from the result the model got (``nbagent.approval``'s
+    words: "Rejected by <who>: <reason>. The call was not run."), or None."""
+    if not content.startswith(_REJECTED):
+        return None
+    who, _, reason = content[len(_REJECTED):].partition(": ")
+    return who, reason.removesuffix(" The call was not run.").rstrip(".")
 
 
 class WorkflowTracer:
@@ -71,6 +82,8 @@ class WorkflowTracer:
             self._tool_result(event)
         elif isinstance(event, ToolCall):
             self._tool_call(event)
+        elif isinstance(event, ToolApprovalRequired):
+            self._approval_asked(event)
         elif isinstance(event, StopEvent):
             self._stop(event)
 
@@ -130,6 +143,12 @@ class WorkflowTracer:
             attrs[n.TOOL_ARGUMENTS] = value_json(e.tool_kwargs)
         self.tools[e.tool_id] = child(self.tracer, f"execute_tool {e.tool_name}", self.turn or self.span, time.time(), attrs)
 
+    def _approval_asked(self, e: ToolApprovalRequired) -> None:
+        """The call waits for a person: an event on its span (the decision is its result)."""
+        span = self.tools.get(e.tool_id)
+        if span is not None:
+            span.add_event("nbagent.approval.asked", {"nbagent.approval.agent": e.agent_name})
+
     def _tool_result(self, e: ToolCallResult) -> None:
         span = self.tools.pop(e.tool_id, None)
         if span is None:
@@ -137,7 +156,14 @@ class WorkflowTracer:
         out = e.tool_output
         if self.capture:
             span.set_attribute(n.TOOL_RESULT, value_json(out.content))
-        if out.is_error:
+        decision = _decision(out.content) if out.is_error else None
+        if decision is not None:  # a person said no: nothing ran, nothing failed
+            who, reason = decision
+            span.set_attribute("nbagent.call.rejected", True)
+            span.add_event("nbagent.approval", {
+                "nbagent.approval.decision": "rejected", "nbagent.approval.by": who, "nbagent.approval.reason": reason,
+            })
+        elif out.is_error:
             fail(span, "ToolError", out.content[:200])
         elif e.tool_name == HANDOFF:
             to = str(e.tool_kwargs.get("to_agent", ""))
