@@ -395,6 +395,11 @@ def test_a_workflow_with_a_handoff_is_invoke_workflow_with_an_agent_span_per_tur
     assert turns[1].attributes["nbagent.handoff.reason"] == "it is weather"
     assert "nbagent.handoff.from" not in turns[2].attributes
     assert [t.attributes["gen_ai.agent.name"] for t in turns] == ["triage", "weather", "weather"]
+    chats = traced.named("chat")
+    assert [c.attributes["gen_ai.request.model"] for c in chats] == ["small", "big", "big"]
+    assert all(c.attributes["gen_ai.usage.input_tokens"] > 0 and c.attributes["gen_ai.usage.output_tokens"] > 0
+               for c in chats)
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [("tool_calls",), ("tool_calls",), ("stop",)]
 
 
 def test_a_failed_workflow_run_is_an_error_span(traced: Traced) -> None:
@@ -610,3 +615,52 @@ def test_a_workflow_call_that_waits_for_a_person_says_so_and_a_rejection_is_no_e
         ("nbagent.approval", {"nbagent.approval.decision": "rejected", "nbagent.approval.by": "ana",
                               "nbagent.approval.reason": "keep it"}),
     ]
+
+
+def _summariser(llm: Any) -> Any:
+    """A plain workflow whose one step asks ``llm``."""
+    from nbagent import ChatMessage
+    from nbagent.workflow import StartEvent, StopEvent, Workflow, step
+
+    class Summariser(Workflow):
+        @step
+        async def summarise(self, ev: StartEvent) -> StopEvent:
+            reply = await llm.achat([ChatMessage(role="user", content=ev.get("text"))])
+            return StopEvent(result=str(reply))
+
+    return Summariser()
+
+
+def test_a_plain_workflow_is_one_span_with_a_chat_span_per_model_call(traced: Traced) -> None:
+    wf = _summariser(ScriptedLLM(["short."], model="tiny"))
+
+    async def main() -> Any:
+        return await wf.run(text="a long text")
+
+    from nbagent.memory import count_tokens
+
+    assert asyncio.run(main()) == "short."
+    assert traced.tree("nbagent.workflow.step", "gen_ai.usage.output_tokens") == [
+        "invoke_workflow Summariser [CHAIN]",
+        f"  chat tiny [LLM] nbagent.workflow.step=summarise gen_ai.usage.output_tokens={count_tokens('short.')}",
+    ]
+
+
+def test_untraced_a_workflow_step_gets_no_step_context() -> None:
+    from nbagent import events
+
+    seen: list[Any] = []
+
+    class Spy(ScriptedLLM):
+        async def _achat(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(events.current_step())
+            return await super()._achat(*args, **kwargs)
+
+    wf = _summariser(Spy(["ok"]))
+
+    async def main() -> Any:
+        handler = wf.run(text="x")
+        assert not handler.events.wants(events.ModelCalled)
+        return await handler
+
+    assert asyncio.run(main()) == "ok" and seen == [None]

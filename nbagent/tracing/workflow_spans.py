@@ -9,7 +9,9 @@ An ``AgentWorkflow`` run draws as::
 
 Built only from what the run writes to its stream (``AgentInput``, ``AgentOutput``,
 ``ToolCall``, ``ToolCallResult``, ``StopEvent``) and the handler's end: the workflow runtime
-knows nothing of tracing. Any other workflow is one ``invoke_workflow`` span.
+knows nothing of tracing; each model call's tokens come from the run's own events
+(``handler.events``: ``ModelCalled``, built only while a tracer listens). Any other workflow
+is one ``invoke_workflow`` span, with a ``chat`` span per model call of its steps.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
+from nbagent.events import ModelCalled
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
 from nbagent.tracing.spans import child, end, fail
@@ -65,10 +68,12 @@ class WorkflowTracer:
         self.tools: dict[str, Span] = {}
         self.handoff: tuple[str, str, str] | None = None  # (from agent, to agent, reason)
         self._unsubscribe = handler.subscribe(self.on_event)
+        self._unsubscribe_calls = handler.events.subscribe(self._model_called, ModelCalled)
         handler.add_done_callback(self._on_done)
 
     def close(self) -> None:
         self._unsubscribe()
+        self._unsubscribe_calls()
         self._end_turn()
         end(self.span)
 
@@ -119,6 +124,26 @@ class WorkflowTracer:
         if self.capture:
             chat_attrs[n.INPUT_MESSAGES] = messages_json(e.input)
         self.chat = child(self.tracer, f"chat {model}", self.turn, now, chat_attrs, SpanKind.CLIENT)
+
+    def _model_called(self, e: ModelCalled) -> None:
+        """The model call of the running turn: what it used, on the turn's chat span (a call
+        from another step of a plain workflow gets a span of its own)."""
+        span = self.chat
+        if span is None:
+            attrs = {n.OPERATION: "chat", n.REQUEST_MODEL: e.model, n.PROVIDER: e.provider, n.OI_KIND: "LLM",
+                     n.OI_MODEL: e.model, n.OI_PROVIDER: e.provider, "nbagent.workflow.step": e.step_id}
+            span = child(self.tracer, f"chat {e.model}", self.turn or self.span, e.started_at, attrs, SpanKind.CLIENT)
+        if e.usage is not None:
+            span.set_attributes({
+                n.INPUT_TOKENS: e.usage.prompt_tokens, n.OUTPUT_TOKENS: e.usage.completion_tokens,
+                n.OI_PROMPT_TOKENS: e.usage.prompt_tokens, n.OI_COMPLETION_TOKENS: e.usage.completion_tokens,
+                n.OI_TOTAL_TOKENS: e.usage.total_tokens,
+            })
+        span.set_attribute("gen_ai.request.stream", e.streamed)
+        if e.error_type is not None:
+            fail(span, e.error_type)
+        if span is not self.chat:
+            end(span, e.started_at + e.latency_s)
 
     def _agent_output(self, e: AgentOutput) -> None:
         if self.chat is None:
@@ -208,3 +233,4 @@ class WorkflowTracer:
         self.span.set_attribute("nbagent.workflow.status", str(handler.status))
         end(self.span)
         self._unsubscribe()
+        self._unsubscribe_calls()

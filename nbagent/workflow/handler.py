@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from nbagent.events import EventDispatcher
 from nbagent.registry import show
 from nbagent.workflow.context import Context
 from nbagent.workflow.errors import WorkflowCancelledError
@@ -57,6 +58,12 @@ class WorkflowHandler:
     def stepwise(self) -> bool:
         """Whether this run advances only when ``run_step()`` is called."""
         return self._runner.stepwise
+
+    @property
+    def events(self) -> EventDispatcher:
+        """The run's own events (``ModelCalled`` for each model call of its steps); what the
+        steps write to the stream is ``subscribe``'s."""
+        return self._runner.events
 
     @property
     def run_id(self) -> str:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from nbagent.events import EventDispatcher, ModelCalled, StepContext, _set_current
 from nbagent.workflow.checkpoint import call_checkpoint_callback, checkpoint_style
 from nbagent.workflow.context import _CURRENT, Context, Execution, Item
 from nbagent.workflow.errors import (
@@ -75,6 +76,8 @@ class Runner:
         self.produced: dict[int, list[Event]] | None = {} if (stepwise or checkpoint_callback is not None) else None
         self.reported: list[Event] = []  # what the last run_step() returned: sending it again is a no-op
         self.step_listeners: list[Callable[[list[Event]], Any]] = []
+        #: the model calls of its steps, for whoever listens (tracing): ``handler.events``
+        self.events = EventDispatcher()
         self.stepping = False
         self.waiting_exec: int | None = None
 
@@ -225,6 +228,8 @@ class Runner:
         moment sees the step either interrupted (it will run again) or fully handled."""
         assert item.exec_id is not None
         _CURRENT.set(Execution(self.ctx, item.step, item.exec_id))
+        if self.events.wants(ModelCalled):  # its model calls report to the run (each step is its own task)
+            _set_current(StepContext("", item.step, self.events))
         if self.workflow.verbose:  # the reference's words
             print(f"Running step {item.step}")
         try:
