@@ -40,7 +40,7 @@ from nbagent import approval, structured
 from nbagent import calls as calls_
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
-from nbagent.messages import ChatMessage, MessageRole, ToolOutput
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate, template_text
 from nbagent.snapshot import AppendLog
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
@@ -50,6 +50,7 @@ from nbagent.workers.tool_calls import (
     CALLS_KEY,
     SOURCES_KEY,
     ToolCallSteps,
+    args_json,
     as_assistant,
     check_tool_choice,
     dump_calls,
@@ -406,3 +407,11 @@ class OpenAIAgentWorker(FunctionCallingAgentWorker):
             llm = OpenAILLM(model=model, base_url=base_url, api_key=api_key)
         pop_callback_manager(kwargs, "from_tools")
         return cls(tools=list(tools or []), llm=llm, **kwargs)
+
+    def _print_call(self, call: ToolSelection, out: ToolOutput) -> None:
+        """``verbose=True``: a call and its output in ``OpenAIAgent``'s words
+        (llama-index-agent-openai), as the docs notebooks show them."""
+        print("=== Calling Function ===")
+        print(f"Calling function: {call.tool_name} with args: {args_json(call.tool_kwargs)}")
+        print(f"Got output: {out.content}")
+        print("========================\n")

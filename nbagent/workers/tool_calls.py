@@ -151,12 +151,16 @@ class ToolCallSteps:
                 )
             )
         task.extra_state[CALLS_KEY] = int(task.extra_state[CALLS_KEY]) + len(runnable)
-        if self.verbose:  # the reference's words, one call and its output after the other
+        if self.verbose:  # one call and its output after the other
             for call, out in zip(runnable, outputs):
-                print("=== Calling Function ===")
-                print(f"Calling function: {call.tool_name} with args: {args_json(call.tool_kwargs)}")
-                print(f"=== Function Output ===\n{out.content}")
+                self._print_call(call, out)
         return outputs
+
+    def _print_call(self, call: ToolSelection, out: ToolOutput) -> None:
+        """``verbose=True``: a call and its output, in core ``FunctionCallingAgent``'s words."""
+        print("=== Calling Function ===")
+        print(f"Calling function: {call.tool_name} with args: {args_json(call.tool_kwargs)}")
+        print(f"=== Function Output ===\n{out.content}")
 
 
 def check_tool_choice(choice: Any, tools: list[FunctionTool]) -> Any:

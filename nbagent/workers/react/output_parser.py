@@ -10,7 +10,8 @@ Rules, in order (``ReActOutputParser.parse``):
    ``{...}`` object after it (fences around it and anything after an ``Observation:`` line the
    model made up are ignored). The object is read as JSON, then as JSON without trailing
    commas, then as a Python literal (single quotes, True/None), then as a Python literal with
-   JSON's true/false/null. Anything else is a ``ReActParseError``.
+   JSON's true/false/null, each also with ``//``, ``#`` and ``/* */`` comments outside strings
+   left out. Anything else is a ``ReActParseError``.
 3. Otherwise an ``Answer:`` (or ``Final Answer:``) line makes it an answer: everything after
    the label, over as many lines as it takes.
 4. With neither: ``Action Input:`` alone, an empty reply, or a reply that starts with
@@ -154,7 +155,7 @@ _NO_ACTION_RE = re.compile(r"[`*_\"' ]*(?:none|n/a|no action|no tool)[`*_\"'. ]*
 # A quoted string (kept as is) or the thing to change, for edits that must skip strings.
 _STRING = r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'"
 _TOOL_NAME_RE = re.compile(r"[^\s`*\"'(),;:\[\]{}]+")
-_COMMENT_RE = re.compile(rf"({_STRING})|(?://|#)[^\n]*", re.DOTALL)
+_COMMENT_RE = re.compile(rf"({_STRING})|(?://|#)[^\n]*|/\*.*?\*/", re.DOTALL)
 _TRAILING_COMMA_RE = re.compile(rf"({_STRING})|,(\s*[}}\]])", re.DOTALL)
 _JSON_WORD_RE = re.compile(rf"({_STRING})|\b(true|false|null)\b", re.DOTALL)
 _PY_WORDS = {"true": "True", "false": "False", "null": "None"}
@@ -273,7 +274,7 @@ def parse_action_input(src: str) -> dict[str, Any]:
         (fixed, json.loads),
         (fixed, ast.literal_eval),
         (_json_words_to_python(fixed), ast.literal_eval),
-        (_without_comments(fixed), json.loads),  # // or # comments inside the object
+        (_without_comments(fixed), json.loads),  # //, # or /* */ comments inside the object
         (_json_words_to_python(_without_trailing_commas(_without_comments(src))), ast.literal_eval),
     ):
         try:
