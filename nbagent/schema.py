@@ -97,6 +97,12 @@ class Task(BaseModel):
     # two calls; None until the first is issued or the runner rebuilds it after a load
     _call_ids: dict[str, int] | None = PrivateAttr(default=None)
 
+    @property
+    def callback_manager(self) -> None:
+        """The reference's field, for code that passes it on (``callback_manager=task.callback_manager``):
+        always None; nbagent reports steps as events (``runner.subscribe``)."""
+        return None
+
     def _set_extra_state(self, extra_state: dict[str, Any]) -> None:
         """Put ``extra_state`` in place as it is, the very dict (a loaded run's steps may share
         it), without validation."""
@@ -297,6 +303,21 @@ class AgentChatResponse(_LeanModel):
     structured_response: Any = Field(
         default=None, description="The typed answer (an output_cls instance), when one was asked for."
     )
+
+    def __init__(self, *args: Any, **data: Any) -> None:
+        """As on the reference (a dataclass there), ``response`` and ``sources`` may be given by
+        position: ``AgentChatResponse("The answer.")``."""
+        if args:
+            if len(args) > 2:
+                raise TypeError(
+                    f"AgentChatResponse takes response and sources by position, got {len(args)} positional "
+                    "arguments; give metadata, is_dummy_stream, structured_response by name"
+                )
+            for name, value in zip(("response", "sources"), args):
+                if name in data:
+                    raise TypeError(f"AgentChatResponse got {name} twice (by position and by name)")
+                data[name] = value
+        super().__init__(**data)
 
     def __str__(self) -> str:
         return self.response

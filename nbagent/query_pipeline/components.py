@@ -215,6 +215,7 @@ class FnComponent(QueryComponent):
         req_params: set[str] | None = None,
         opt_params: set[str] | None = None,
         output_key: str = "output",
+        partial_dict: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if not callable(fn):
@@ -228,6 +229,10 @@ class FnComponent(QueryComponent):
         self._req_params = set(required if req_params is None else req_params)
         self._opt_params = set(optional if opt_params is None else opt_params)
         self._var_kwargs = _takes_var_kwargs(fn)
+        if partial_dict is not None:  # the reference's field: inputs fixed ahead of time
+            if not isinstance(partial_dict, dict):
+                raise TypeError(f"partial_dict must be a dict of input name -> value, got {type(partial_dict).__name__}")
+            self.partial(**partial_dict)
 
     def _accepts_any_input(self) -> bool:
         return self._var_kwargs
@@ -288,6 +293,7 @@ class StatefulFnComponent(BaseStatefulComponent, FnComponent):
         state: dict[str, Any] | None = None,
         async_fn: Callable[..., Any] | None = None,
         output_key: str = "output",
+        partial_dict: dict[str, Any] | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"StatefulFnComponent needs a function as fn, got {type(fn).__name__}")
@@ -304,6 +310,7 @@ class StatefulFnComponent(BaseStatefulComponent, FnComponent):
             req_params=required - {"state"} if req_params is None else req_params,
             opt_params=optional - {"state"} if opt_params is None else opt_params,
             output_key=output_key,
+            partial_dict=partial_dict,
         )
         self.state = {} if state is None else state
 

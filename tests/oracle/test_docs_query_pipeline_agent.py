@@ -4,12 +4,11 @@ ReAct prompt, the model, the output parser, a tool runner, the response processo
 conditional links, wrapped in a QueryPipelineAgentWorker and run step by step and end to end.
 The text-to-SQL query engine is replaced by a function tool; the model is scripted.
 
-The notebook's own lines ``StatefulFnComponent(fn=..., partial_dict={"tools": [...]})``,
-``ToolRunnerComponent(..., callback_manager=task.callback_manager)`` and
-``AgentChatResponse("text")`` fail on nbagent today (issue 23, item 5), and its observation is
-``str()`` of ``{"output": ToolOutput(...)}``, whose repr differs: that form is in ``pending/``.
-Here the same pipeline closes over its tools, builds its ToolRunnerComponent without a
-callback manager, names ``response=`` and observes the tool's text; the rest is compared.
+The pipeline is built twice: as the notebook writes it (``StatefulFnComponent(fn=...,
+partial_dict={"tools": [...]})``, ``ToolRunnerComponent(..., callback_manager=task.callback_manager)``,
+``AgentChatResponse("text")``, issue 23 item 5; its observation is ``str()`` of ``{"output":
+ToolOutput(...)}``, whose repr differs on purpose, so that one repr is masked), and in a form
+that closes over its tools, names ``response=`` and observes the tool's text.
 """
 
 from __future__ import annotations
@@ -146,3 +145,31 @@ def test_a_react_agent_built_as_a_query_pipeline() -> None:
     assert ref["memory"] == [("user", QUESTION), ("assistant", answer)]
     assert "> Running step <id>. Step input: " + QUESTION in ref["printed"]
     assert nb == ref
+
+
+# a ToolOutput's repr (one level of nested parentheses: TextBlock(...), args=())
+_TOOL_OUTPUT_REPR = re.compile(r"ToolOutput\((?:[^()]|\([^()]*\))*\)")
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return _TOOL_OUTPUT_REPR.sub("ToolOutput(...)", value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_masked(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    return value
+
+
+def test_item5_the_pipeline_as_the_notebook_writes_it() -> None:
+    """partial_dict, a task's callback_manager and a positional AgentChatResponse run on both;
+    what differs is the observation's ToolOutput repr, on purpose: nbagent's ``raw_input`` is
+    the call's arguments and its text is ``content=`` (the reference: ``blocks=[TextBlock(...)]``,
+    ``raw_input={'args': (), 'kwargs': {...}}``)."""
+    ref, nb = (run_notebook(api, docs_form=True) for api in docs_both())
+    answer = "For Those About To Rock, Put The Finger On You, Let's Get It Up."
+    assert ref["responses"] == [answer, answer]
+    assert "{'output': ToolOutput(blocks=[TextBlock(" in ref["steps"][0][0]
+    assert "{'output': ToolOutput(content=" in nb["steps"][0][0]
+    assert _masked(nb) == _masked(ref)
+    assert _masked(ref) != ref  # the mask did hide the repr
