@@ -192,6 +192,40 @@ def test_task_html_graph_inline_svg_or_timeline(monkeypatch: pytest.MonkeyPatch,
     assert '<span class="nb-badge nb-s-done">done</span>' in page
 
 
+def test_a_dot_program_that_fails_gives_the_static_views_not_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """A ``dot`` that is there but fails (here a real program that exits 1) raises from
+    ``render_svg`` and ``save``, while every view falls back to its list and the DOT source."""
+    import shutil
+
+    from nbagent.viz.graph import DotDisplay, GraphvizError, StepGraph
+    from nbagent.viz.render import render_svg, svg_or_none
+
+    failing = shutil.which("false")
+    assert failing is not None
+    monkeypatch.setenv("NBAGENT_DOT", failing)
+    with pytest.raises(GraphvizError, match="exit code 1"):
+        render_svg("digraph { a }")
+    assert svg_or_none("digraph { a }") is None
+    runner, task = run_plan([{"out": "a"}, {"out": "b", "last": True}], steps=2)
+    page = task._repr_html_()
+    assert_inert(page)
+    assert '<ol class="nb-timeline">' in page and "could not be drawn" not in page
+    graph = StepGraph(runner.state_of(task))
+    bundle = graph._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"}
+    assert "not available: steps as a list" in bundle["text/html"] and "DOT source" in bundle["text/html"]
+    assert bundle["text/html"] == graph.html()
+    with pytest.raises(GraphvizError):
+        graph.save(tmp_path / "g.svg")
+    assert not (tmp_path / "g.svg").exists()
+    shown = DotDisplay("digraph { a -> b }", title="two <b>", fallback=lambda: "<ol><li>a, b</li></ol>")
+    page = shown._repr_mimebundle_()["text/html"]
+    assert assert_inert(page).startswith("two <b>")
+    assert "not available: shown as a list" in page and "<ol><li>a, b</li></ol>" in page and "a -&gt; b" in page
+    assert page == shown.html()
+
+
 def test_task_html_without_or_unknown_to_its_runner() -> None:
     runner, task = run_plan([{"out": "a"}], steps=0, input="x <y>")
     runner.delete_task(task)
