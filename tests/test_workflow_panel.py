@@ -150,3 +150,16 @@ print([m for m in ("ipywidgets", "anywidget", "traitlets", "comm", "IPython") if
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_static_picture_is_a_pure_function_that_escapes_every_text() -> None:
+    from nbagent.viz.workflow_html import workflow_panel_html
+
+    page = workflow_panel_html("Run <i>paused</i>.", ["ValueError: <script>x</script>", "no & go"],
+                               "Publish <b>it</b>?", [("AgentInput", "input=<img src=x>")], "<div>run card</div>")
+    assert "<script>" not in page and "<img" not in page and "<i>" not in page and "<b>it" not in page
+    assert "Run &lt;i&gt;paused&lt;/i&gt;." in page and "no &amp; go" in page
+    assert "Question: Publish &lt;b&gt;it&lt;/b&gt;?" in page and "<b>AgentInput</b>" in page
+    assert page.endswith("<div>run card</div></div>")  # the run card is HTML already: kept as it is
+    quiet = workflow_panel_html("No run yet.", [], "", [], "")
+    assert "Question:" not in quiet and "Last step produced:" not in quiet and 'class="nbagent-err"' not in quiet

@@ -35,6 +35,7 @@ __all__ = [
     "steps_fallback_html",
     "draw_workflow",
     "draw_agents",
+    "workflow_panel_html",
 ]
 
 _PREVIEW = 120
@@ -277,3 +278,33 @@ def run_html(trace: RunTrace, source: str | None = None) -> str:
         return _card("run", head + body)
 
     return _safely("this run could not be drawn", build)
+
+
+_PANEL_CSS = """
+.nbagent-wfpanel{font-family:var(--jp-ui-font-family,system-ui,sans-serif);
+ color:var(--jp-ui-font-color1,#1f2328);border:1px solid var(--jp-border-color2,#d0d7de);
+ border-radius:6px;padding:6px 8px;box-sizing:border-box;max-width:100%}
+.nbagent-wfpanel .nbagent-status-line{padding:3px 6px;border-radius:4px;
+ background:var(--jp-layout-color2,#f6f8fa);overflow-wrap:anywhere}
+.nbagent-wfpanel .nbagent-err{color:var(--jp-error-color1,#b91c1c);font-weight:600}
+.nbagent-wfpanel .nbagent-q{font-weight:600;overflow-wrap:anywhere}
+.nbagent-wfpanel ol{margin:2px 0 2px 1.4em;padding:0}
+"""
+
+
+def workflow_panel_html(
+    status: str, problems: Iterable[str], question: str, events: Iterable[tuple[str, str]], run: str
+) -> str:
+    """The workflow panel as a static picture, for front ends without widgets: the ``status``
+    sentence, the ``problems`` (the last step's error, a press that could not be done), the
+    ``question`` the run waits on, the last step's ``events`` as (name, what it is about) and the
+    ``run`` card (``run_html``, already HTML). Every text is escaped here."""
+    line = html_text(status, 300)
+    for problem in problems:
+        line += f' <span class="nbagent-err">{html_text(problem, 500)}</span>'
+    asked = f'<div class="nbagent-q">Question: {html_text(question, 2000)}</div>' if question else ""
+    items = "".join(f"<li>{f'<b>{html_text(name, 200)}</b> {html_text(about, 80)}'.rstrip()}</li>"
+                    for name, about in events)
+    listed = f"<div>Last step produced:<ol>{items}</ol></div>" if items else ""
+    parts = [f"<style>{_PANEL_CSS}</style>", f'<div class="nbagent-status-line">{line}</div>', asked, listed, run]
+    return f'<div class="nbagent-wfpanel">{"".join(parts)}</div>'

@@ -19,7 +19,6 @@ Where no widget front end runs, the output shows the static picture (``static_ht
 from __future__ import annotations
 
 import asyncio
-import html
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from nbagent.text import html_text
 from nbagent.viz.panel.widget import STATIC
 from nbagent.viz.workflow_control import WorkflowControl, event_parts
 
@@ -36,18 +34,6 @@ if TYPE_CHECKING:
     from nbagent.workflow.handler import WorkflowHandler
 
 __all__ = ["WorkflowPanel", "COMMANDS"]
-
-_CSS = """
-.nbagent-wfpanel{font-family:var(--jp-ui-font-family,system-ui,sans-serif);
- color:var(--jp-ui-font-color1,#1f2328);border:1px solid var(--jp-border-color2,#d0d7de);
- border-radius:6px;padding:6px 8px;box-sizing:border-box;max-width:100%}
-.nbagent-wfpanel .nbagent-status-line{padding:3px 6px;border-radius:4px;
- background:var(--jp-layout-color2,#f6f8fa);overflow-wrap:anywhere}
-.nbagent-wfpanel .nbagent-err{color:var(--jp-error-color1,#b91c1c);font-weight:600}
-.nbagent-wfpanel .nbagent-q{font-weight:600;overflow-wrap:anywhere}
-.nbagent-wfpanel ol{margin:2px 0 2px 1.4em;padding:0}
-"""
-
 
 def _text_arg(content: dict[str, Any], key: str) -> str:
     value = content.get(key)
@@ -172,22 +158,14 @@ class WorkflowPanel(anywidget.AnyWidget):  # type: ignore[misc]
     # ----- display ------------------------------------------------------------------------
     def static_html(self) -> str:
         """The panel as static HTML: status, question, the last step's events, the run graph."""
+        from nbagent.viz.workflow_html import workflow_panel_html
+
         c = self.control
-        status = html_text(c.status_text(), 300)
-        if c.error is not None:
-            status += f' <span class="nbagent-err">{html_text(f"{type(c.error).__name__}: {c.error}", 500)}</span>'
+        problems = [f"{type(c.error).__name__}: {c.error}"] if c.error is not None else []
         if c.notice:
-            status += f' <span class="nbagent-err">{html_text(c.notice, 300)}</span>'
-        asked = c.question_text()
-        question = f'<div class="nbagent-q">Question: {html_text(asked, 2000)}</div>' if asked else ""
-        items = ""
-        for event in c.last_events:
-            name, about = event_parts(event)
-            items += f"<li>{f'<b>{html.escape(name)}</b> {html_text(about, 80)}'.rstrip()}</li>"
-        events = f"<div>Last step produced:<ol>{items}</ol></div>" if items else ""
-        parts = [f"<style>{_CSS}</style>", f'<div class="nbagent-status-line">{status}</div>', question, events,
-                 c.run_html()]
-        return f'<div class="nbagent-wfpanel">{"".join(parts)}</div>'
+            problems.append(c.notice)
+        return workflow_panel_html(c.status_text(), problems, c.question_text(),
+                                   [event_parts(e) for e in c.last_events], c.run_html())
 
     def __repr__(self) -> str:
         return f"WorkflowPanel({type(self.workflow).__name__}: {self.status_text()})"
