@@ -145,6 +145,10 @@ def test_marimo_runs_the_panel_offline_steps_undo_click_keys_contrast(request: p
             "363 + 42 = 405." in panel.locator(".nbagent-livegraph").inner_text()
         assert "121 * 3 = 363." in panel.locator(".nbagent-transcript").inner_text()
         panel.screenshot(path=str(shots / f"marimo_{theme}_after_undo.png"))
+        if theme == "light":  # the README's picture (docs/panel_marimo.png is a copy of it)
+            box = panel.bounding_box() or {"y": 0, "height": 1076}
+            page.screenshot(path=str(shots / "readme_panel_marimo.png"),
+                            clip={"x": 0, "y": 0, "width": 1500, "height": min(1100, box["y"] + box["height"] + 24)})
 
         # click the first node: the inspector shows step #1, and the node is marked current
         panel.locator(".nbagent-livegraph svg g.node").first.click()

@@ -213,6 +213,8 @@ def test_panel_buttons_drive_the_live_graph(request: pytest.FixtureRequest, vari
             arg=status.element_handle())
         shot("05_after_undo")
         page.screenshot(path=str(shots / f"{variant}_06_full_page.png"))
+        if variant == "dot":  # the README's picture (docs/panel.png is a copy of it)
+            page.screenshot(path=str(shots / "readme_panel_jupyterlab.png"))
     except Exception:
         page.screenshot(path=str(shots / f"{variant}_FAILED.png"), full_page=True)
         print(lab.log())
