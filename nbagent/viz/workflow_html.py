@@ -8,7 +8,7 @@ the DOT text of ``viz.workflow_dot`` with these lists to show without Graphviz.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
