@@ -539,3 +539,16 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in
                           env={**os.environ, "PYTHONPATH": str(root)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_view_table_names_each_view_by_the_module_that_defines_it() -> None:
+    """``_wiring`` names a view by the file it lives in, not a package that re-exports it, so a
+    reader goes straight to it (and a view moved without its line fails here, not later)."""
+    import importlib
+
+    from nbagent._wiring import VIEWS
+
+    for _, _, provider in VIEWS:
+        module, name = provider.split(":")
+        view = getattr(importlib.import_module(module), name)
+        assert view.__module__ == module, (provider, view.__module__)
