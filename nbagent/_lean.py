@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from nbagent._dicts import shared_keys
 
@@ -38,7 +38,13 @@ def _shared_set(cls: type, names: frozenset[str]) -> _SharedFieldsSet:
 
 
 class LeanModel(BaseModel):
-    """A ``BaseModel`` whose instances share their fields-set and their field names."""
+    """A ``BaseModel`` whose instances share their fields-set and their field names.
+
+    Its validator is built when the first instance is made, not at import (``defer_build``,
+    inherited): ``import nbagent`` stays light, and every instance after the first costs the same.
+    """
+
+    model_config = ConfigDict(defer_build=True)
 
     def model_post_init(self, __context: Any) -> None:
         shared = _shared_set(type(self), frozenset(self.__pydantic_fields_set__))

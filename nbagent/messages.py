@@ -25,6 +25,8 @@ class MessageRole(str, Enum):
 class ToolSelection(BaseModel):
     """A model's request to call one tool with some arguments."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use: a light import
+
     tool_id: str = Field(description="Id of the call, echoed back in the tool's reply message.")
     tool_name: str = Field(description="Name of the tool the model asked for.")
     tool_kwargs: dict[str, Any] = Field(default_factory=dict, description="Arguments, parsed.")
@@ -63,6 +65,8 @@ class ChatMessage(LeanModel):
 
 class TokenUsage(BaseModel):
     """Tokens one model call (or a sum of calls) used."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use: a light import
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -6,10 +6,9 @@ serialise those links as lists of step ids, so a DAG of steps dumps to JSON with
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -30,6 +29,9 @@ from nbagent.ids import new_id
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolOutput, ToolSelection
 from nbagent.registry import html_view
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "Task",
@@ -81,7 +83,7 @@ class Task(BaseModel):
     is finalized, and drops when the task is abandoned.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
 
     task_id: str = Field(default_factory=new_id)
     input: str = Field(description="The user's input that started the task.")
@@ -335,6 +337,8 @@ class SkippedOutput(BaseModel):
     """The output ``skip_step`` records: the step was marked done without running, so views
     can draw it as skipped (not as a step that ran). Reads as ``(reason)``."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use: a light import
+
     reason: str = "skipped"
 
     def __str__(self) -> str:
@@ -348,7 +352,7 @@ class TaskStepOutput(_LeanModel):
     ``input`` (what the step ran with).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
 
     output: Any = Field(description="The step's output; on the last step an agent response.")
     task_step: TaskStep

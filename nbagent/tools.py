@@ -7,7 +7,6 @@ an observation and can correct.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -107,7 +106,7 @@ def check_local_refs(tool: str, schema: Any, hint: str = "") -> None:
 class ToolMetadata(BaseModel):
     """What the model is told about a tool."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
 
     name: str
     description: str
@@ -304,6 +303,8 @@ class FunctionTool:
         except ValidationError as e:
             return self._error(kwargs, _validation_message(self, e))
         if in_thread and not self.is_async:
+            import asyncio  # not at import: nbagent's import stays light
+
             return await asyncio.to_thread(self._run_in_thread, kwargs, args)
         try:
             if self.is_async:
@@ -329,6 +330,8 @@ class FunctionTool:
         the tool again."""
         call = THREAD_CALL.get()
         if call is not None and not call.begin():
+            import asyncio
+
             raise asyncio.CancelledError("the step gave this call up before it started")
         out: ToolOutput | None = None
         try:

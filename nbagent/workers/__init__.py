@@ -1,12 +1,15 @@
-"""Agent workers: each turns one TaskStep into a TaskStepOutput."""
+"""Agent workers: each turns one TaskStep into a TaskStepOutput.
+
+Only ``BaseAgentWorker`` is imported with the package (every runner needs it); the workers
+themselves load when first named, so ``import nbagent`` stays light.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from nbagent.workers.base import BaseAgentWorker
-from nbagent.workers.custom import CustomSimpleAgentWorker
-from nbagent.workers.fn import FnAgentWorker
 
 __all__ = [
     "BaseAgentWorker",
@@ -18,6 +21,8 @@ __all__ = [
 ]
 
 _LAZY = {
+    "CustomSimpleAgentWorker": "nbagent.workers.custom",
+    "FnAgentWorker": "nbagent.workers.fn",
     "ReActAgentWorker": "nbagent.workers.react",
     "FunctionCallingAgentWorker": "nbagent.workers.function_calling",
     "OpenAIAgentWorker": "nbagent.workers.function_calling",
@@ -25,8 +30,20 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbagent.workers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'nbagent.workers' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
+    from nbagent.workers.custom import CustomSimpleAgentWorker
+    from nbagent.workers.fn import FnAgentWorker
+    from nbagent.workers.function_calling import FunctionCallingAgentWorker, OpenAIAgentWorker
+    from nbagent.workers.react import ReActAgentWorker

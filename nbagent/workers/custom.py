@@ -29,7 +29,7 @@ RESERVED_STATE_KEYS = ("memory", "sources")
 class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
     """Base for simple sequential agents; subclass and implement the three methods."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt argument is an error
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)  # a misspelt argument is an error
 
     tools: Sequence[Any] = Field(default_factory=list, description="Tools the agent may use")
     llm: Any = Field(default=None, description="The model (an nbagent LLM)")
