@@ -36,11 +36,7 @@ extensions = [
     "repo_links",
 ]
 
-# docs/architecture.md is written with the redesign (issue 22): until it exists, a short page
-# stands in for it (the explanations' toctree takes whichever of the two is there)
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints", "tutorials/cassettes"]
-if (DOCS / "architecture.md").exists():
-    exclude_patterns.append("architecture-pending.md")
 
 # -- warnings: every reference into nbagent must resolve; the rest (stdlib, pydantic...) is not
 #    documented here, and with no inventory from the internet it cannot be linked

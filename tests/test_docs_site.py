@@ -129,7 +129,7 @@ def test_the_search_index_knows_every_method_of_the_runner(site: Path) -> None:
 
 def test_the_architecture_page_is_in_the_explanations(site: Path) -> None:
     explanations = (site / "explain" / "index.html").read_text(encoding="utf-8")
-    page = "architecture.html" if (DOCS / "architecture.md").exists() else "architecture-pending.html"
+    page = "architecture.html"
     assert f'href="../{page}"' in explanations and (site / page).exists()
 
 
