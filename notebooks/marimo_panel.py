@@ -85,5 +85,42 @@ def _(agent, mo, task):
     return (panel,)
 
 
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## The workflow panel
+
+        A workflow runs here step by step too: `mo.ui.anywidget(agent.panel())` for a workflow
+        agent. Type a message and press **Start**, then **Step** a few times, or **Run to end**:
+        the agent's `publish` tool asks you first, and the run waits for your answer in the box.
+        """
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    from nbagent import FunctionLLM, tool_call
+    from nbagent.messages import MessageRole as Role
+    from nbagent.workflow import Context, FunctionAgent, ask_human
+
+    async def publish(ctx: Context, title: str) -> str:
+        """Publish once the person agrees."""
+        return f"person said: {await ask_human(ctx, f'Publish {title}?')}"
+
+    def writer_model(messages, tools):
+        last = messages[-1]
+        if last.role == Role.TOOL:
+            return f"Finished; {last.text}"
+        return tool_call("publish", title="the note")
+
+    writer = FunctionAgent(name="writer", description="Publishes notes.", tools=[publish],
+                           llm=FunctionLLM(writer_model))
+    workflow_panel = mo.ui.anywidget(writer.panel())
+    workflow_panel
+    return (workflow_panel,)
+
+
 if __name__ == "__main__":
     app.run()

@@ -3,6 +3,7 @@ for an offline ScriptedLLM agent) served by ``marimo run`` on 127.0.0.1 and driv
 Debian's Chromium. Run step three times, Undo, then click a node and walk the graph with the
 keyboard; every text of the panel keeps 4.5:1 contrast in marimo's light and dark themes; no
 request leaves the machine (every non-loopback one is aborted and listed, and must be none).
+The same notebook's workflow panel: Start, Step, Run to end, a person's answer in its box.
 
 marimo's own page (fonts, icons, its JavaScript) is served by the marimo server itself: run
 with everything but loopback blocked, it asks for nothing outside.
@@ -184,3 +185,70 @@ def test_marimo_runs_the_panel_offline_steps_undo_click_keys_contrast(request: p
     assert offsite == [], f"the page tried to reach beyond loopback: {offsite}"
     assert all(s.startswith(server.base.replace("http", "ws", 1)) for s in sockets), sockets
     assert not errors, errors
+
+
+GRAPH_TEXT_JS = """root => { const svg = root.querySelector('.nbagent-livegraph svg');
+  return svg ? [...svg.querySelectorAll('text')].map(t => t.textContent.trim()).join(' ') : null; }"""
+
+
+def test_marimo_runs_the_workflow_panel_and_a_person_answers(request: pytest.FixtureRequest) -> None:
+    """The same notebook's workflow panel (``mo.ui.anywidget(writer.panel())``): Start, Step
+    three times, Run to end, which waits at the tool's question; an answer typed in the box
+    (HTML-ish: it must stay text) and Send; the run ends and its graph shows the answer; every
+    text at 4.5:1; no request leaves the machine."""
+    check_browser_tools()  # FAILS under REQUIRE_BROWSER=1, skips otherwise
+    browser = request.getfixturevalue("chromium")
+    shots: Path = request.getfixturevalue("shots")
+    server = MarimoRun(APP, "light").start()
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1400})
+    offsite, seen = _loopback_only(ctx, server.base)
+    errors: list[str] = []
+    page = ctx.new_page()
+    page.set_default_timeout(STEP_TIMEOUT_MS)
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    answer = "yes <b>now</b> & go"
+    try:
+        page.goto(server.base + "/")
+        panel = page.locator(".nbagent-wfpanel").first
+        status = panel.locator(".nbagent-status-line")
+        wait_text(page, status, "No run yet")
+        panel.locator("input.nbagent-wf-message").fill("Publish the note")
+        panel.locator("button.nbagent-btn-start").click()
+        wait_text(page, status, "Run paused; 0 workflow steps taken.")
+        before = panel.evaluate(GRAPH_TEXT_JS)
+        for n, produced in ((1, "AgentInput"), (2, "AgentSetup"), (3, "AgentOutput")):
+            step = panel.locator("button.nbagent-btn-step")
+            page.wait_for_function("b => b.getAttribute('aria-disabled') === 'false'", arg=step.element_handle())
+            step.click()
+            wait_text(page, status, f"{n} workflow step{'s' if n > 1 else ''} taken")
+            assert produced in panel.locator(".nbagent-wf-events").inner_text()
+        page.wait_for_function(f"([root, before]) => ({GRAPH_TEXT_JS})(root) !== before",
+                               arg=[panel.element_handle(), before])  # the agent's step is drawn
+
+        panel.locator("button.nbagent-btn-run").click()
+        question = panel.locator(".nbagent-q")
+        wait_text(page, question, "Question: Publish the note?")
+        box = panel.locator("input.nbagent-wf-answer")
+        page.wait_for_function("el => !el.disabled", arg=box.element_handle())
+        box.fill(answer)
+        panel.locator("button.nbagent-btn-send").click()
+        wait_text(page, status, "Run done")
+        page.wait_for_function(f"([root, want]) => (({GRAPH_TEXT_JS})(root) || '').includes(want)",
+                               arg=[panel.element_handle(), f"Finished; person said: {answer}"])
+        assert panel.locator("b", has_text="now").count() == 0  # the answer stayed text
+        panel.screenshot(path=str(shots / "marimo_wfpanel_done.png"), animations="disabled")
+
+        found, low = low_contrast(panel)
+        print(f"[marimo wfpanel] {len(found)} texts, lowest contrast {min(f['ratio'] for f in found)}")
+        assert not low, f"texts below 4.5:1 in the marimo workflow panel: {low[:12]}"
+    except Exception:
+        page.screenshot(path=str(shots / "marimo_wfpanel_FAILED.png"), full_page=True)
+        print(server.log())
+        raise
+    finally:
+        print(f"[marimo wfpanel] {len(seen)} requests; offsite={offsite}; errors={errors}")
+        ctx.close()
+        server.stop()
+
+    assert offsite == [], f"the page tried to reach beyond loopback: {offsite}"
+    assert errors == [], errors
