@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.events import EventDispatcher, ModelCalled, StepContext, _set_current
 from nbagent.workflow.checkpoint import call_checkpoint_callback, checkpoint_style
-from nbagent.workflow.context import _CURRENT, Context, Execution, Item
+from nbagent.workflow.execution import _CURRENT, Execution, Item
 from nbagent.workflow.errors import (
     WorkflowCancelledError,
     WorkflowRuntimeError,
@@ -27,6 +27,7 @@ from nbagent.workflow.errors import (
 from nbagent.workflow.events import Event, StopEvent
 
 if TYPE_CHECKING:
+    from nbagent.workflow.context import Context
     from nbagent.workflow.decorators import StepSpec
     from nbagent.workflow.workflow import Workflow
 
