@@ -11,7 +11,7 @@ from nbagent.workflow.agent_events import (
     ToolCall,
     ToolCallResult,
 )
-from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
+from nbagent.workflow.agents import BaseWorkflowAgent
 from nbagent.workflow.checkpoint import Checkpoint
 from nbagent.workflow.checkpointer import WorkflowCheckpointer
 from nbagent.workflow.context import Context, current_context
@@ -33,8 +33,10 @@ from nbagent.workflow.events import (
     StopEvent,
 )
 from nbagent.workflow.approval import ToolApprovalRequired, ToolApprovalResponse
+from nbagent.workflow.function_agent import FunctionAgent
 from nbagent.workflow.human import ask_human
 from nbagent.workflow.typed import StructuredOutputRetry
+from nbagent.workflow.react_agent import ReActAgent
 from nbagent.workflow.multi_agent import (
     DEFAULT_HANDOFF_OUTPUT_PROMPT,
     DEFAULT_HANDOFF_PROMPT,

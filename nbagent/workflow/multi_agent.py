@@ -34,12 +34,14 @@ from nbagent.workflow.agent_events import (
     ToolCall,
     ToolCallResult,
 )
-from nbagent.workflow.agents import BaseWorkflowAgent, FunctionAgent, ReActAgent
+from nbagent.workflow.agents import BaseWorkflowAgent
+from nbagent.workflow.function_agent import FunctionAgent
 from nbagent.workflow.context import Context
 from nbagent.workflow.decorators import step
 from nbagent.workflow.errors import WorkflowRuntimeError
 from nbagent.workflow.events import StartEvent, StopEvent
 from nbagent.workflow.handler import WorkflowHandler
+from nbagent.workflow.react_agent import ReActAgent
 from nbagent.workflow.templates import checked_template
 from nbagent.workflow.tools import workflow_tool
 from nbagent.workflow.workflow import Workflow
