@@ -1,10 +1,12 @@
 """The panel (``runner.panel(task)``, one anywidget) in JupyterLab (light and dark) and
-Notebook 7, in Debian's Chromium: the buttons drive the agent, the graph is drawn in the page by Graphviz
-compiled to WebAssembly (shipped in nbagent, nothing fetched), a click on a node inspects that
-step, and the keyboard does everything the mouse does: Tab through the buttons (New task,
-then the run buttons in their row's order), Enter and Space press them, arrow keys walk the graph, Enter
-inspects; each node is a button whose aria-label says its number, status and text; the status
-line is a live region. Every text keeps 4.5:1 contrast. No request leaves loopback.
+Notebook 7, in Debian's Chromium: the buttons drive the agent, the graph is drawn in the page
+by Graphviz compiled to WebAssembly (shipped in nbagent, nothing fetched), a click on a node
+inspects that step (in Notebook 7 the inspector then edits a queued step's input and forks
+from a step), and the keyboard does everything the mouse does: Tab through the buttons (New
+task, then the run buttons in their row's order), Enter and Space press them, arrow keys walk
+the graph, Enter inspects; each node is a button whose aria-label says its number, status and
+text; the status line is a live region. Every text keeps 4.5:1 contrast. No request leaves
+loopback.
 """
 
 from __future__ import annotations
@@ -245,6 +247,24 @@ def test_notebook7_panel_widget_steps_and_a_clicked_node(request: pytest.Fixture
         wait_text(page, panel.locator(".nbagent-inspector"), "#2 done")
         _check_no_markup_from_text(panel)
         panel.screenshot(path=str(shots / "panel_widget_notebook7.png"))
+
+        # from the inspector: edit the queued step's input, then fork from step #1 with a new one
+        inspector = panel.locator(".nbagent-inspector")
+        panel.locator(".nbagent-livegraph svg g.node").nth(2).click()
+        wait_text(page, inspector, "#3 queued")
+        inspector.locator("input.nbagent-edit-input").fill("take the other road")
+        inspector.locator("button.nbagent-btn-edit-input").click()
+        wait_text(page, inspector, "take the other road")  # the step's input field, from the kernel
+        panel.locator(".nbagent-livegraph svg g.node").first.click()
+        wait_text(page, inspector, "#1 done")
+        inspector.locator("input.nbagent-fork-input").fill("start again, differently")
+        inspector.locator("button.nbagent-btn-fork").click()
+        wait_text(page, panel.locator(".nbagent-status"), "0 done")
+        wait_text(page, inspector, "start again, differently")  # the new step, selected
+        press_enabled(page, panel, "nbagent-btn-step")
+        wait_text(page, panel.locator(".nbagent-status"), "1 done")
+        wait_text(page, panel.locator(".nbagent-transcript"), "start again, differently")
+        panel.screenshot(path=str(shots / "panel_widget_notebook7_fork.png"))
     except Exception:
         page.screenshot(path=str(shots / "panel_widget_notebook7_FAILED.png"), full_page=True)
         raise
