@@ -3,7 +3,10 @@
 The async path is the one real implementation; every sync method is ``run_sync(coro)``.
 
 - No loop running in this thread: the coroutine runs on a loop kept for this thread
-  (``run_until_complete``, about 12 µs of overhead; no new loop per call).
+  (``run_until_complete``, about 12 µs of overhead; no new loop per call). A caller that
+  expects the coroutine never to suspend (``eager=True``: a worker that steps synchronously)
+  has it stepped right here first, which costs next to nothing; if it does suspend, it goes
+  on on that loop from where it stopped (``_run_eagerly``).
 - A loop is running (Jupyter): the coroutine runs on a background "portal" loop in its own
   thread and this thread waits for it. No nest_asyncio, no patching of the user's loop.
 
@@ -21,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import linecache
 import os
+import sys
 import threading
 import types
+from asyncio.events import _get_running_loop, _set_running_loop  # asyncio's API for loop implementations
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -42,6 +48,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+# a task can run in a given context from 3.11 on: what resuming an eager call needs
+_EAGER_OK = sys.version_info >= (3, 11)
 _local = threading.local()
 _portal_lock = threading.Lock()
 _portal: asyncio.AbstractEventLoop | None = None
@@ -66,11 +74,9 @@ def _portal_loop() -> asyncio.AbstractEventLoop:
         return _portal
 
 
-def _running() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+# the loop running in this thread, or None (``get_running_loop`` would raise a RuntimeError on
+# every sync call from plain code, and chain it to what the caller raises next)
+_running = _get_running_loop
 
 
 def current_loop() -> asyncio.AbstractEventLoop:
@@ -149,10 +155,12 @@ def _drain(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
             t.exception()  # retrieved: no "exception was never retrieved" later
 
 
-def _run_here(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+def _run_here(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], context: contextvars.Context | None = None
+) -> T:
     task: asyncio.Task[T] | None = None
     try:
-        task = loop.create_task(coro)
+        task = loop.create_task(coro) if context is None else loop.create_task(coro, context=context)
         return loop.run_until_complete(task)
     except BaseException:
         if task is None:
@@ -160,6 +168,106 @@ def _run_here(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> 
         else:
             _drain(loop, task)
         raise
+
+
+class _Eager:
+    """One call stepped in place: the coroutine's result, and what ``_boxed`` does once the
+    coroutine has returned (stop pretending that the loop runs; nothing if it went on as a
+    task of the loop, whose run sets and clears the running loop itself)."""
+
+    __slots__ = ("value", "leave")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.leave: Any = _LEAVE
+
+
+_LEAVE = functools.partial(_set_running_loop, None)
+_STAY = type(None)  # a call that does nothing, in C (so no line of this module runs)
+
+
+async def _boxed(coro: Coroutine[Any, Any, T], eager: _Eager) -> T:
+    # One line on purpose, and only calls into C after the await: from the moment ``coro``
+    # returns (a step has committed) until the caller has its result, no new line of nbagent
+    # starts, as inside ``run_until_complete``, so no interrupt can land in between.
+    eager.value = await coro; eager.leave(); return eager.value  # type: ignore[no-any-return]  # noqa: E702
+
+
+def _run_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Step ``coro`` in place, in a copy of the caller's context, with ``loop`` as the running
+    loop (so ``get_running_loop()`` and futures work as on the loop): a coroutine that never
+    suspends finishes here with no event loop round trip. One that suspends after all goes on
+    as a task of ``loop`` from where it stopped, in the same context (``_go_on``): nothing is
+    dropped or run twice. An exception (an interrupt included) comes out as from
+    ``run_until_complete``, after the coroutine rolled back what it did."""
+    eager = _Eager()
+    boxed = _boxed(coro, eager)
+    ctx = contextvars.copy_context()
+    try:
+        _set_running_loop(loop)
+        return eager.value if (first := ctx.run(next, boxed.__await__(), eager)) is eager else _go_on(loop, boxed, first, ctx, eager)  # type: ignore[no-any-return]  # noqa: E501
+    except BaseException as error:
+        _set_running_loop(None)
+        _unwind(loop, coro, boxed, error, ctx)
+        raise
+
+
+def _go_on(
+    loop: asyncio.AbstractEventLoop, boxed: Coroutine[Any, Any, Any], first: Any, ctx: contextvars.Context, eager: _Eager
+) -> Any:
+    """``_run_eagerly``'s coroutine suspended on ``first`` (a future, or None for a bare
+    yield): it goes on as a task of ``loop``, in its own context ``ctx``, where it stopped."""
+    eager.leave = _STAY
+    _set_running_loop(None)
+    return _run_here(loop, _resumed(boxed, first), ctx)
+
+
+def _unwind(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, Any],
+    boxed: Coroutine[Any, Any, Any],
+    error: BaseException,
+    ctx: contextvars.Context,
+) -> None:
+    """``_run_eagerly`` is raising ``error``. If its coroutine never started, close it (no
+    "never awaited" warning). If it suspended and an interrupt came before it could go on
+    as a task (or the task was cancelled before it started), throw the interrupt in where it
+    waits, so it rolls back as it would had the interrupt come inside it; should its
+    rollback wait, on the loop. A coroutine that ended (the usual case) is left alone."""
+    if not boxed.cr_suspended:
+        boxed.close()  # never started, or already ended: nothing to do but a warning avoided
+        coro.close()
+        return
+    try:
+        pending = ctx.run(boxed.throw, error)
+    except BaseException:
+        return  # rolled back and raised: the caller raises ``error``
+    try:
+        _run_here(loop, _resumed(boxed, pending), ctx)  # its rollback waits: let it end
+    except BaseException:
+        pass  # the caller raises ``error``
+
+
+async def _resumed(boxed: Coroutine[Any, Any, T], first: Any) -> T:
+    return await _relay(boxed, first)  # type: ignore[no-any-return]
+
+
+@types.coroutine
+def _relay(boxed: Coroutine[Any, Any, Any], first: Any) -> Any:
+    """Give the running task what a suspended coroutine waits for (``first``), then let the
+    coroutine go on under the task: what the task sends or throws (its cancellation) reaches
+    the coroutine, and its result is the task's."""
+    pending = first
+    while True:
+        try:
+            yield pending
+        except BaseException as error:  # cancelled while waiting: the coroutine decides
+            try:
+                pending = boxed.throw(error)
+            except StopIteration as stop:  # it ended (it took the error in and returned)
+                return stop.value
+            continue
+        return (yield from boxed)  # type: ignore[misc]
 
 
 def _run_on_portal(portal: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
@@ -210,26 +318,30 @@ def _run_on_portal(portal: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, 
         raise
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T], *, eager: bool = False) -> T:
     """Run ``coro`` to completion and return its result, whatever loop is running here.
 
     Interrupted (Ctrl-C, "Interrupt kernel"), the work is cancelled and rolled back before
     this raises: nothing of it runs on, or commits, afterwards. An exception is raised with
-    this bridge's frames trimmed (``trim_traceback``).
+    this bridge's frames trimmed (``trim_traceback``). ``eager=True`` says the coroutine is
+    not expected to suspend: with no loop running here it is first stepped in place (the
+    same result, without an event loop's round trip; see ``_run_eagerly``).
     """
     __tracebackhide__ = True  # IPython and pytest leave this frame out of tracebacks
     try:
-        return _run_sync(coro)
+        return _run_sync(coro, eager)
     except Exception as error:
         raise trim_traceback(error)  # the call's own error, without this bridge's frames
 
 
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def _run_sync(coro: Coroutine[Any, Any, T], eager: bool = False) -> T:
     running = _running()
     if running is None:
         loop = _thread_loop()
         if loop.is_running():  # re-entered from a callback of this very loop
             return _in_new_thread(coro)
+        if eager and _EAGER_OK:
+            return _run_eagerly(loop, coro)
         return _run_here(loop, coro)
     portal = _portal_loop()
     if running is portal:

@@ -19,7 +19,17 @@ from typing import Any
 
 import pytest
 
-from nbagent import AgentRunner, costs, ChatMessage, FunctionLLM, FunctionTool, seed_ids
+from nbagent import (
+    AgentChatResponse,
+    AgentRunner,
+    ChatMessage,
+    CustomSimpleAgentWorker,
+    FunctionLLM,
+    FunctionTool,
+    MessageRole,
+    costs,
+    seed_ids,
+)
 from nbagent.runner import txn
 from nbagent.workers.react import ReActAgentWorker
 from tests.interrupt_harness import diff, dump, sweep
@@ -55,12 +65,45 @@ def react_runner(reply: Any = _reply, **kw: Any) -> AgentRunner:
     return AgentRunner(worker, **kw)
 
 
+class Counter(CustomSimpleAgentWorker):
+    """Counts to three, saying so in the task's memory: it steps without awaiting, so a sync
+    ``run_step`` steps it in place (``run_sync``'s eager path), not on the event loop."""
+
+    def _initialize_state(self, task: Any, **kwargs: Any) -> dict[str, Any]:
+        return {"n": 0}
+
+    def _run_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> tuple[AgentChatResponse, bool]:
+        state["n"] += 1
+        state["memory"].put(ChatMessage(role=MessageRole.ASSISTANT, content=f"n={state['n']} input={input}"))
+        return AgentChatResponse(response=f"n={state['n']}"), state["n"] >= 3
+
+    def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+        pass
+
+
+class SuspendingCounter(Counter):
+    """Promises to step without awaiting, and suspends anyway: the eager step goes on, on the
+    event loop, from where it stopped."""
+
+    steps_synchronously = True
+
+    async def _arun_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> tuple[AgentChatResponse, bool]:
+        await asyncio.sleep(0)
+        return self._run_step(state, task, input)
+
+
 class Ctx:
     """One setup: a runner and a task that has done ``done`` steps."""
 
+    worker: Any = None  # a worker class to run instead of the ReAct agent
+
     def __init__(self, done: int, memory: bool = False) -> None:
         seed_ids(12)
-        self.runner = react_runner()
+        if self.worker is None:
+            self.runner = react_runner()
+        else:
+            costs._RUNNERS.clear()
+            self.runner = AgentRunner(self.worker())
         if memory:
             self.runner.chat("warm up")
         self.task = self.runner.create_task("add one three times")
@@ -79,8 +122,8 @@ def _snapshot(ctx: Ctx) -> dict[str, Any]:
     return dump(ctx.runner, ctx.tid, identity=True)
 
 
-def _reference(done: int, call: Any) -> dict[str, Any]:
-    ctx = Ctx(done)
+def _reference(done: int, call: Any, make: type[Ctx] = Ctx) -> dict[str, Any]:
+    ctx = make(done)
     call(ctx)
     return dump(ctx.runner, ctx.tid)
 
@@ -91,8 +134,8 @@ def _take_journals(dumped: dict[str, Any]) -> list[dict[str, Any]]:
             if isinstance(st["state"], dict) and "tool_journal" in st["state"]]
 
 
-def _check_task(call: Any, done: int) -> Any:
-    want_after = _reference(done, call)
+def _check_task(call: Any, done: int, make: type[Ctx] = Ctx) -> Any:
+    want_after = _reference(done, call, make)
 
     def check(ctx: Ctx, before: dict[str, Any], where: str) -> None:
         state = ctx.runner.state_of(ctx.tid)
@@ -116,8 +159,8 @@ def _check_task(call: Any, done: int) -> Any:
     return check
 
 
-def _run(name: str, done: int, call: Any) -> None:
-    result = sweep(name, lambda: Ctx(done), call, _check_task(call, done), snapshot=_snapshot)
+def _run(name: str, done: int, call: Any, make: type[Ctx] = Ctx) -> None:
+    result = sweep(name, lambda: make(done), call, _check_task(call, done, make), snapshot=_snapshot)
     RESULTS[name] = str(result)
     print(result)
     assert result.tried > 20, result
@@ -130,6 +173,26 @@ def test_run_step_survives_an_interrupt_at_every_line() -> None:
 
 def test_run_step_with_steering_input_survives_an_interrupt_at_every_line() -> None:
     _run("run_step(input=...)", 1, lambda c: c.runner.run_step(c.task, input="now add two"))
+
+
+class CounterCtx(Ctx):
+    worker = Counter
+
+
+class SuspendingCtx(Ctx):
+    worker = SuspendingCounter
+
+
+def test_run_step_stepped_in_place_survives_an_interrupt_at_every_line() -> None:
+    _run("run_step (stepped in place)", 1, lambda c: c.runner.run_step(c.task, input="go on"), CounterCtx)
+
+
+def test_last_step_stepped_in_place_survives_an_interrupt_at_every_line() -> None:
+    _run("run_step (in place, last)", 2, lambda c: _last(c.runner.run_step(c.task)), CounterCtx)
+
+
+def test_run_step_that_suspends_after_all_survives_an_interrupt_at_every_line() -> None:
+    _run("run_step (in place, then on the loop)", 1, lambda c: c.runner.run_step(c.task), SuspendingCtx)
 
 
 def test_arun_step_survives_an_interrupt_at_every_line() -> None:

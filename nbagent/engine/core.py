@@ -254,7 +254,10 @@ class StepCore(TaskHolder):
     ) -> TaskStepOutput:
         """Run the next step (or ``step``); ``input`` is a person's word for it (steering: on a
         task's first step the model gets it after the question)."""
-        return _sync.run_sync(self._astep(task_id, step, input=input, mode="wait", **kwargs))
+        # a worker whose steps never await anything that suspends is stepped in place (no
+        # event loop round trip); should it suspend after all, the step goes on on the loop
+        eager = self.agent_worker.steps_synchronously
+        return _sync.run_sync(self._astep(task_id, step, input=input, mode="wait", **kwargs), eager=eager)
 
     async def astream_step(
         self, task_id: TaskRef, input: str | None = None, step: TaskStep | None = None, **kwargs: Any
