@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nbagent.structured import typed_text
 from nbagent.text import (
     ELLIPSIS,
     args_preview,
@@ -33,8 +34,6 @@ __all__ = [
 
 def typed_preview(obj: Any) -> str:
     """A typed answer in one line: ``Form(name='Ada', age=36)`` (text, not yet escaped)."""
-    from nbagent.structured import typed_text
-
     if not getattr(type(obj), "model_fields", None):
         return clean(obj)
     return typed_text(obj)

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
+from nbagent.messages import ChatMessage, ToolOutput, ToolSelection
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str
 from nbagent.viz.graph import DotDisplay
 from nbagent.viz.html.base import _badge, _card, _details, _graph_or_list, _kv, _line, _pre, _safely
 from nbagent.viz.html.chat import _tool_call_block, _transcript_body
 from nbagent.viz.render import svg_or_none
+from nbagent.viz.workflow_dot import agents_to_dot, run_to_dot, workflow_to_dot
 
 if TYPE_CHECKING:
     from nbagent.workflow.agents import BaseWorkflowAgent
@@ -105,8 +107,6 @@ def agents_fallback_html(workflow: Any) -> str:
 
 def draw_workflow(workflow: Workflow, **options: Any) -> DotDisplay:
     """``Workflow.draw``: the steps and the event types between them, as a displayable graph."""
-    from nbagent.viz.workflow_dot import workflow_to_dot
-
     return DotDisplay(
         workflow_to_dot(workflow, **options),
         title=f"{type(workflow).__name__} steps",
@@ -116,8 +116,6 @@ def draw_workflow(workflow: Workflow, **options: Any) -> DotDisplay:
 
 def draw_agents(workflow: Any) -> DotDisplay:
     """``AgentWorkflow.draw_agents``: the agents and who may hand off to whom."""
-    from nbagent.viz.workflow_dot import agents_to_dot
-
     return DotDisplay(
         agents_to_dot(workflow),
         title=f"{type(workflow).__name__} agents",
@@ -129,8 +127,6 @@ def workflow_html(workflow: Workflow) -> str:
     """A workflow: for an AgentWorkflow its agents and handoffs, then its steps and events."""
 
     def build() -> str:
-        from nbagent.viz.workflow_dot import agents_to_dot, workflow_to_dot
-
         name = type(workflow).__name__
         agents = getattr(workflow, "agents", None)
         timeout = "none" if workflow.timeout is None else f"{workflow.timeout:g} s"
@@ -185,8 +181,6 @@ def agent_html(agent: BaseWorkflowAgent) -> str:
 
 
 def _value_html(value: Any) -> str:
-    from nbagent.messages import ChatMessage, ToolOutput, ToolSelection
-
     if isinstance(value, ChatMessage):
         return _transcript_body([value])
     if isinstance(value, list) and value and all(isinstance(v, ChatMessage) for v in value):
@@ -260,8 +254,6 @@ def run_html(trace: RunTrace, source: str | None = None) -> str:
     """A run as a card: status, answer or error, and its graph (or the list without Graphviz)."""
 
     def build() -> str:
-        from nbagent.viz.workflow_dot import run_to_dot
-
         status = _badge(trace.status, _RUN_STATUS.get(trace.status, "nb-s-queued"))
         active = f" · active <code>{html_text(trace.active_agent, 100)}</code>" if trace.active_agent else ""
         head = f'<div class="nb-head">Run {status}{active}</div>'

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING
 
 from nbagent._counts import counted
 from nbagent.batch.results import error_text
+from nbagent.costs import format_money, runner_pricing
 from nbagent.viz.escape import html_text, preview, short_id
+from nbagent.viz.graph import StepGraph
+from nbagent.viz.html import error_html, transcript_html
 
 if TYPE_CHECKING:
     from nbagent.batch import BatchItem, BatchRun
@@ -63,8 +66,6 @@ def _seconds(value: float | None) -> str:
 def _money(batch: BatchRun, amount: float | None) -> str:
     if amount is None:
         return "–"
-    from nbagent.costs import format_money, runner_pricing
-
     return format_money(amount, runner_pricing(batch.runner).currency)
 
 
@@ -180,9 +181,6 @@ def batch_static_html(batch: BatchRun, open_index: int | None = None) -> str:
         parts.append(task_detail_html(batch, item))
         state = batch.runner.tasks.get(item.task_id) if item.task_id else None
         if state is not None:
-            from nbagent.viz.graph import StepGraph
-            from nbagent.viz.html import error_html, transcript_html
-
             try:
                 parts.append(StepGraph(state).html())
             except Exception as err:  # noqa: BLE001 - the rest still shows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nbagent.branches import describe_branch
 from nbagent.viz.escape import html_text, preview, short_id
 from nbagent.viz.html.base import CSS
 
@@ -20,8 +21,6 @@ def _labelled(label: str, text: str, cls: str = "") -> str:
 
 def comparison_html(comparison: BranchComparison) -> str:
     """Two branches side by side (``runner.compare``): the shared steps folded, then each row."""
-    from nbagent.branches import describe_branch
-
     def cell(s: BranchStep | None) -> str:
         if s is None:
             return '<td class="nb-muted">—</td>'

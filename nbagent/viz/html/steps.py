@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nbagent.approval import decisions_of
 from nbagent.costs import cost_label
 from nbagent.viz.dot import output_text
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str
@@ -32,8 +33,6 @@ __all__ = ["approval_html", "step_html", "step_output_html"]
 def approval_html(step: TaskStep) -> str:
     """The tool calls of a step that waits (or waited) for approval: each call's arguments
     and its decision (who, when, edited arguments, reason); '' for other steps."""
-    from nbagent.approval import decisions_of
-
     calls = decisions_of(step)
     if not calls:
         return ""
