@@ -260,16 +260,9 @@ class FunctionTool:
     def _output(self, kwargs: dict[str, Any], raw: Any) -> ToolOutput:
         if isinstance(raw, ToolOutput):
             return raw
-        if isinstance(raw, BaseModel):
-            content = raw.model_dump_json()
-        elif isinstance(raw, (dict, list)):
-            try:
-                content = json.dumps(raw, ensure_ascii=False, default=str)
-            except (TypeError, ValueError):
-                content = str(raw)
-        else:
-            content = str(raw)
-        return ToolOutput(content=content, tool_name=self.name, raw_input=kwargs, raw_output=raw)
+        # as on the reference: the model reads str() of the value (a dict's repr, an agent
+        # output's text); the value itself stays in raw_output
+        return ToolOutput(content=str(raw), tool_name=self.name, raw_input=kwargs, raw_output=raw)
 
     def _error(self, kwargs: dict[str, Any], message: str) -> ToolOutput:
         return ToolOutput(

@@ -3,6 +3,7 @@ decision (who, when, edited arguments, reason) is part of the run: undo, save/lo
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,7 @@ def test_parallel_calls_are_decided_one_by_one_then_the_next_step_runs_them() ->
     assert fs.deleted == ["a.txt"] and "notes.md" in fs.files
     contents = [o.content for o in out.tool_outputs]
     assert contents[0] == "deleted a.txt"
-    assert {"b.txt", "notes.md"} <= set(json.loads(contents[1]))  # the unflagged call ran too
+    assert {"b.txt", "notes.md"} <= set(ast.literal_eval(contents[1]))  # the unflagged call ran too (str of its list)
     assert contents[2] == "Rejected by ana: notes.md is mine. The call was not run."
     assert out.tool_outputs[2].is_error
     final = agent.run_step(task)

@@ -78,18 +78,21 @@ def test_errors_become_observations() -> None:
     assert unknown.tool_call_id == "1"
 
 
-def test_structured_outputs_are_json() -> None:
+def test_structured_outputs_reach_the_model_as_their_str_and_stay_in_raw_output() -> None:
+    """As on the reference (compared in tests/oracle/test_docs_tool_outputs.py)."""
     class Point(BaseModel):
         x: int
 
     def point() -> Point:
         return Point(x=1)
 
-    def listing() -> list[int]:
-        return [1, 2]
+    def mapping() -> dict[str, str]:
+        return {"name": "Ada"}
 
-    assert FunctionTool.from_defaults(point).call().content == '{"x":1}'
-    assert FunctionTool.from_defaults(listing).call().content == "[1, 2]"
+    out = FunctionTool.from_defaults(point).call()
+    assert out.content == "x=1" and out.raw_output == Point(x=1)
+    out = FunctionTool.from_defaults(mapping).call()
+    assert out.content == "{'name': 'Ada'}" and out.raw_output == {"name": "Ada"}
 
 
 def test_tools_by_name_and_as_tools() -> None:
