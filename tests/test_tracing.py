@@ -664,3 +664,32 @@ def test_untraced_a_workflow_step_gets_no_step_context() -> None:
         return await handler
 
     assert asyncio.run(main()) == "ok" and seen == [None]
+
+
+def test_a_task_span_ends_with_its_task_however_it_ends(traced: Traced) -> None:
+    agent = FunctionCallingAgent.from_tools([], llm=ScriptedLLM(["one"], repeat_last=True))
+    abandoned, deleted, reset = agent.create_task("a"), agent.create_task("b"), agent.create_task("c")
+    agent.run_step(abandoned)
+    agent.abandon_task(abandoned)
+    agent.delete_task(deleted)
+    assert len(traced.named("invoke_agent")) == 2  # the third is still open
+    agent.reset()
+    statuses = {s.attributes["gen_ai.conversation.id"]: s.attributes["nbagent.task.status"] for s in traced.named("invoke_agent")}
+    assert statuses == {abandoned.task_id: "abandoned", deleted.task_id: "deleted", reset.task_id: "reset"}
+    steps = {s.attributes["gen_ai.conversation.id"]: s.attributes["nbagent.task.steps"] for s in traced.named("invoke_agent")}
+    assert steps == {abandoned.task_id: 1, deleted.task_id: 0, reset.task_id: 0}
+
+
+def test_a_task_made_before_tracing_gets_its_span_at_its_first_step() -> None:
+    agent = FunctionCallingAgent.from_tools([], llm=ScriptedLLM(["done"]))
+    task = agent.create_task("hi")  # created while untraced
+    t = Traced()
+    tracing.instrument(t.provider)
+    try:
+        agent.run_step(task)
+        agent.finalize_response(task)
+    finally:
+        tracing.uninstrument()
+    assert t.tree() == ["invoke_agent FunctionCallingAgent [AGENT]", "  step 1 [CHAIN]", "    chat scripted [LLM]"]
+    (root,) = t.named("invoke_agent")
+    assert root.attributes["gen_ai.conversation.id"] == task.task_id
