@@ -205,8 +205,6 @@ class RunnerTracer:
         if task is None or step is None:
             return
         attrs: dict[str, Any] = {"nbagent.step.status": "done", "nbagent.step.is_last": e.is_last}
-        if e.next_step_ids:
-            attrs["nbagent.step.next"] = list(e.next_step_ids)
         if e.usage is not None:
             # the step's sum, under nbagent's name: a backend adding up gen_ai.usage counts each call once
             attrs["nbagent.step.input_tokens"] = e.usage.prompt_tokens
