@@ -1,6 +1,7 @@
 """What tracing costs a step: a traced no-op ``run_step`` vs an untraced one (budget: traced
-<= 1.5x untraced, spans going to the SDK's in-memory exporter), and the same for a step that
-calls a scripted model and a tool (four spans a step instead of one).
+<= 1.5x untraced, spans going to the SDK's in-memory exporter), the same for a sync
+``CustomSimpleAgentWorker`` no-op step (the engine's sync early exit) and for a step that
+calls a scripted model and a tool (three spans a step instead of one).
 
 Every figure is the best of several windows of steps, the traced and untraced runners'
 windows interleaved (a busy machine slows them alike); the mean of the windows is in
@@ -26,7 +27,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import nbagent.tracing  # noqa: E402
-from nbagent import AgentRunner, FunctionCallingAgent, FunctionTool, ScriptedLLM, tool_call  # noqa: E402
+from nbagent import (  # noqa: E402
+    AgentChatResponse,
+    AgentRunner,
+    CustomSimpleAgentWorker,
+    FunctionCallingAgent,
+    FunctionTool,
+    ScriptedLLM,
+    tool_call,
+)
 
 BUDGET = 1.5
 WINDOW = int(os.environ.get("BENCH_TRACING_WINDOW", "200"))
@@ -40,6 +49,24 @@ def add(a: int, b: int) -> int:
 
 def noop_runner(steps: int) -> tuple[Any, Any]:
     runner = AgentRunner(NoopWorker(steps))
+    return runner, runner.create_task("go")
+
+
+class SyncNoop(CustomSimpleAgentWorker):
+    """A sync worker that does nothing: the engine runs its steps by its sync early exit."""
+
+    def _initialize_state(self, task: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}
+
+    def _run_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> tuple[AgentChatResponse, bool]:
+        return AgentChatResponse(response="ok"), False
+
+    def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+        pass
+
+
+def sync_noop_runner(steps: int) -> tuple[Any, Any]:
+    runner = AgentRunner(SyncNoop(tools=[], llm=ScriptedLLM(["unused"])))
     return runner, runner.create_task("go")
 
 
@@ -113,6 +140,7 @@ def bare_span_us(window_spans: int) -> float:
 def main() -> None:
     ratio = compare(noop_runner, "a no-op step", WINDOW)
     print(f"  (one bare SDK span like a step's, best of {WINDOWS} windows: {bare_span_us(WINDOW):.1f} us)")
+    compare(sync_noop_runner, "a sync no-op step (CustomSimpleAgentWorker)", WINDOW)
     compare(tool_runner, "a step with a scripted model call and a tool call", max(20, WINDOW // 10))
     verdict = "within" if ratio <= BUDGET else "OVER"
     print(f"budget: a traced no-op step <= {BUDGET}x an untraced one (SDK, in-memory exporter): {ratio:.2f}x, {verdict} budget")

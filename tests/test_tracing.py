@@ -693,3 +693,28 @@ def test_a_task_made_before_tracing_gets_its_span_at_its_first_step() -> None:
     assert t.tree() == ["invoke_agent FunctionCallingAgent [AGENT]", "  step 1 [CHAIN]", "    chat scripted [LLM]"]
     (root,) = t.named("invoke_agent")
     assert root.attributes["gen_ai.conversation.id"] == task.task_id
+
+
+def test_a_worker_that_steps_synchronously_is_traced_the_same(traced: Traced) -> None:
+    from nbagent import AgentChatResponse, AgentRunner, CustomSimpleAgentWorker
+
+    class Countdown(CustomSimpleAgentWorker):
+        """Three sync steps (the engine's sync early exit runs them)."""
+
+        def _initialize_state(self, task: Task, **kwargs: Any) -> dict[str, Any]:
+            return {"left": 3}
+
+        def _run_step(self, state: dict[str, Any], task: Task, input: str | None = None) -> tuple[AgentChatResponse, bool]:
+            state["left"] -= 1
+            return AgentChatResponse(response=str(state["left"])), state["left"] == 0
+
+        def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+            pass
+
+    worker = Countdown(tools=[], llm=ScriptedLLM(["unused"]))
+    assert worker.steps_synchronously
+    runner = AgentRunner(worker)
+    assert str(runner.chat("go")) == "0"
+    assert traced.tree() == [
+        "invoke_agent AgentRunner [AGENT]", "  step 1 [CHAIN]", "  step 2 [CHAIN]", "  step 3 [CHAIN]",
+    ]
