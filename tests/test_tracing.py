@@ -160,6 +160,7 @@ def test_parallel_tool_calls_are_sibling_tool_spans_and_a_failing_tool_is_an_err
     assert bad.status.status_code.name == "ERROR" and bad.attributes["error.type"] == "ToolError"
     assert "division by zero" in bad.status.description
     assert [e.name for e in bad.events] == ["exception"]
+    assert bad.start_time <= bad.events[0].timestamp == bad.end_time  # when it failed, not when it was drawn
     # the step that ran a failing tool did not fail: the model saw the error and answered
     assert all(s.status.status_code.name == "UNSET" for s in traced.named("step"))
 

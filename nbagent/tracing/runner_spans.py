@@ -196,7 +196,7 @@ class RunnerTracer:
             elif isinstance(call, ToolCalled):
                 self._draw_tool_call(call, span)
         if error is not None:
-            fail(span, *error)
+            fail(span, *error, at=at)
         return span
 
     def _step_completed(self, e: StepCompleted) -> None:
@@ -260,7 +260,7 @@ class RunnerTracer:
                 attrs[n.OUTPUT_MESSAGES] = messages_json([e.reply], reasons[0])
         span = child(self.tracer, f"chat {e.model}", parent, e.started_at, attrs, SpanKind.CLIENT)
         if e.error_type is not None:
-            fail(span, e.error_type)
+            fail(span, e.error_type, at=e.started_at + e.latency_s)
         end(span, e.started_at + e.latency_s)
 
     def _tool_span(self, parent: Span, name: str, call_id: str, tool_call_id: str | None, start: float) -> Span:
@@ -305,9 +305,9 @@ class RunnerTracer:
             span.set_attribute(n.TOOL_ARGUMENTS, value_json(getattr(out, "raw_input", None)))
             span.set_attribute(n.TOOL_RESULT, value_json(str(getattr(out, "content", ""))))
         if e.error_type is not None:
-            fail(span, e.error_type)
+            fail(span, e.error_type, at=e.started_at + e.latency_s)
         elif getattr(out, "is_error", False):
-            fail(span, "ToolError", str(getattr(out, "content", ""))[:200])
+            fail(span, "ToolError", str(getattr(out, "content", ""))[:200], at=e.started_at + e.latency_s)
         end(span, e.started_at + e.latency_s)
 
     def _rejected_calls(self, task_id: str, step_id: str, parent: Span, at: float) -> None:

@@ -77,8 +77,11 @@ def end(span: Span | None, end_s: float | None = None) -> None:
         span.end(end_time=None if end_s is None else ns(end_s))
 
 
-def fail(span: Span, error_type: str, message: str = "") -> None:
-    """Mark ``span`` failed: ERROR status, ``error.type``, and an ``exception`` event."""
+def fail(span: Span, error_type: str, message: str = "", at: float | None = None) -> None:
+    """Mark ``span`` failed: ERROR status, ``error.type``, and an ``exception`` event at
+    ``at`` (``time.time()``; a span drawn after the fact gives the time it failed)."""
     span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}" if message else error_type))
     span.set_attribute(names.ERROR_TYPE, error_type)
-    span.add_event("exception", {"exception.type": error_type, "exception.message": message})
+    span.add_event(
+        "exception", {"exception.type": error_type, "exception.message": message}, timestamp=None if at is None else ns(at)
+    )

@@ -51,7 +51,10 @@ _CSS = """
 .nbagent-trace .nbt-ev{position:absolute;top:0;width:2px;height:12px;background:var(--jp-ui-font-color1,#1f2328)}
 @media (prefers-color-scheme: dark){
  .nbagent-trace:not(.jp-RenderedHTMLCommon *){color:#e6edf3;border-color:#30363d}
- .nbagent-trace .nbt-row{border-top-color:#30363d}
+ .nbagent-trace:not(.jp-RenderedHTMLCommon *) .nbt-row{border-top-color:#30363d}
+ .nbagent-trace:not(.jp-RenderedHTMLCommon *) :is(.nbt-head,.nbt-kind,.nbt-dur){color:#9198a1}
+ .nbagent-trace:not(.jp-RenderedHTMLCommon *) .nbt-ev{background:#e6edf3}
+ .nbagent-trace:not(.jp-RenderedHTMLCommon *) .nbt-err{color:#ff7b72}
 }
 """
 
