@@ -191,15 +191,16 @@ GRAPH_TEXT_JS = """root => { const svg = root.querySelector('.nbagent-livegraph 
   return svg ? [...svg.querySelectorAll('text')].map(t => t.textContent.trim()).join(' ') : null; }"""
 
 
-def test_marimo_runs_the_workflow_panel_and_a_person_answers(request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_marimo_runs_the_workflow_panel_and_a_person_answers(request: pytest.FixtureRequest, theme: str) -> None:
     """The same notebook's workflow panel (``mo.ui.anywidget(writer.panel())``): Start, Step
     three times, Run to end, which waits at the tool's question; an answer typed in the box
     (HTML-ish: it must stay text) and Send; the run ends and its graph shows the answer; every
-    text at 4.5:1; no request leaves the machine."""
+    text at 4.5:1 in marimo's light and dark themes; no request leaves the machine."""
     check_browser_tools()  # FAILS under REQUIRE_BROWSER=1, skips otherwise
     browser = request.getfixturevalue("chromium")
     shots: Path = request.getfixturevalue("shots")
-    server = MarimoRun(APP, "light").start()
+    server = MarimoRun(APP, theme).start()
     ctx = browser.new_context(viewport={"width": 1500, "height": 1400})
     offsite, seen = _loopback_only(ctx, server.base)
     errors: list[str] = []
@@ -211,6 +212,8 @@ def test_marimo_runs_the_workflow_panel_and_a_person_answers(request: pytest.Fix
         page.goto(server.base + "/")
         panel = page.locator(".nbagent-wfpanel").first
         status = panel.locator(".nbagent-status-line")
+        panel.wait_for()
+        assert panel.get_attribute("data-nba-theme") == theme  # the panel follows marimo's theme
         wait_text(page, status, "No run yet")
         panel.locator("input.nbagent-wf-message").fill("Publish the note")
         panel.locator("button.nbagent-btn-start").click()
@@ -236,13 +239,13 @@ def test_marimo_runs_the_workflow_panel_and_a_person_answers(request: pytest.Fix
         page.wait_for_function(f"([root, want]) => (({GRAPH_TEXT_JS})(root) || '').includes(want)",
                                arg=[panel.element_handle(), f"Finished; person said: {answer}"])
         assert panel.locator("b", has_text="now").count() == 0  # the answer stayed text
-        panel.screenshot(path=str(shots / "marimo_wfpanel_done.png"), animations="disabled")
+        panel.screenshot(path=str(shots / f"marimo_wfpanel_{theme}_done.png"), animations="disabled")
 
         found, low = low_contrast(panel)
-        print(f"[marimo wfpanel] {len(found)} texts, lowest contrast {min(f['ratio'] for f in found)}")
-        assert not low, f"texts below 4.5:1 in the marimo workflow panel: {low[:12]}"
+        print(f"[marimo wfpanel {theme}] {len(found)} texts, lowest contrast {min(f['ratio'] for f in found)}")
+        assert not low, f"texts below 4.5:1 in the marimo workflow panel ({theme}): {low[:12]}"
     except Exception:
-        page.screenshot(path=str(shots / "marimo_wfpanel_FAILED.png"), full_page=True)
+        page.screenshot(path=str(shots / f"marimo_wfpanel_{theme}_FAILED.png"), full_page=True)
         print(server.log())
         raise
     finally:
