@@ -1,11 +1,8 @@
 """The package's shape, checked: import layers (import-linter's contracts in pyproject.toml),
-no import cycle, no file over 800 lines, no module writing another object's ``__dict__``, a
-light ``import nbagent``.
-
-While issue 22's streams landed, what still broke a rule was listed, each with the stream that
-removed it: the contracts' ``ignore_imports`` in pyproject.toml (gone now), and the two lists
-below (empty now). A listed item that no longer breaks the rule fails its test too, so each
-list only shrinks.
+no contract ignoring an import, no import cycle, no file over 800 lines, no module writing
+another object's ``__dict__``, a light ``import nbagent``. No exceptions are listed: issue 22's
+burn-down lists ended empty and are gone. docs/architecture.md describes the layers
+(tests/test_architecture_doc.py keeps it in step).
 """
 
 from __future__ import annotations
@@ -28,13 +25,6 @@ PACKAGE = ROOT / "nbagent"
 PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 MAX_LINES = 800
 
-# files still over MAX_LINES -> the stream that splits them
-OVER_LIMIT: dict[str, str] = {}
-
-# modules that still write attributes into another object's __dict__ -> the stream that stops it
-DICT_WRITERS: dict[str, str] = {}  # none left
-
-
 
 def _lint_env() -> dict[str, str]:
     # grimp finds the package on sys.path: this checkout's, not an installed copy elsewhere
@@ -49,7 +39,7 @@ def test_import_contracts_hold() -> None:
     assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
-def test_no_contract_ignores_an_import() -> None:
+def test_no_ignored_imports() -> None:
     assert "ignore_imports" not in PYPROJECT  # the burn-down list of issue 22 ended empty
 
 
@@ -131,9 +121,9 @@ def _lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
-def test_no_file_over_800_lines_but_those_being_split() -> None:
+def test_no_file_over_800_lines() -> None:
     over = {str(p.relative_to(ROOT)): _lines(p) for p in sorted(PACKAGE.rglob("*.py")) if _lines(p) > MAX_LINES}
-    assert sorted(over) == sorted(OVER_LIMIT), f"over {MAX_LINES} lines: {over}"
+    assert over == {}, f"over {MAX_LINES} lines (split by concept): {over}"
 
 
 def _dict_writes(path: Path) -> list[int]:
@@ -166,9 +156,9 @@ def _dict_writes(path: Path) -> list[int]:
     return lines
 
 
-def test_no_module_writes_another_objects_dict_but_those_being_fixed() -> None:
+def test_no_module_writes_another_objects_dict() -> None:
     writers = {str(p.relative_to(ROOT)): _dict_writes(p) for p in sorted(PACKAGE.rglob("*.py"))}
-    assert {k for k, v in writers.items() if v} == set(DICT_WRITERS), writers
+    assert {k: v for k, v in writers.items() if v} == {}
 
 
 def test_the_dict_write_finder_finds_writes(tmp_path: Path) -> None:
