@@ -44,6 +44,8 @@ from nbagent.viz.panel.widget import STATIC, AgentPanel
 REPO = Path(__file__).resolve().parents[1]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NODE_LINE = re.compile(r"^  ([suc]\d+) \[label=<.*?<B>#(\d+) ([a-z]+)", re.M)
+FOLDED_LINE = re.compile(r"^  (c\d+) \[label=<.*?#(\d+)–#(\d+)", re.M)
+DRAWN_NAME = re.compile(r"^  ([suc]\d+) \[", re.M)
 HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> & "quotes" </style>'
 
 
@@ -118,6 +120,28 @@ def check_graph_traits(w: AgentPanel) -> None:
         assert n["number"] == number and n["head"].startswith(f"#{number} "), (name, n)
         assert n["status"].split()[0] == word or (word == "skipped" and n["status"] == "skipped"), (name, n)
         assert n["step"] in w.state.steps  # type: ignore[union-attr]
+
+
+def test_a_run_of_steps_drawn_as_one_node_is_described_and_opens_its_last_step() -> None:
+    from nbagent.viz.dot import step_numbers
+
+    runner = counting_runner(60)
+    w = AgentPanel(runner, runner.create_task("count"), collapse_after=10)
+    for _ in range(20):
+        send(w, cmd="step")
+    assert w.dot == task_to_dot(w.state, collapse_after=10)  # type: ignore[arg-type]
+    runs = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in FOLDED_LINE.finditer(w.dot)}
+    assert runs, w.dot  # the graph folded a run of steps into one node
+    described = {n["name"]: n for n in w.nodes}
+    assert set(described) == set(DRAWN_NAME.findall(w.dot))  # every drawn node, and only those
+    numbers = step_numbers(w.state)  # type: ignore[arg-type]
+    for name, (first, last) in runs.items():
+        n = described[name]
+        assert numbers[n["step"]] == n["number"] == last, (name, n)
+        assert n["label"].startswith(f"Steps {first} to {last}, done"), n
+    step = described["c0"]["step"]
+    send(w, cmd="inspect", step=step)  # what a click on the folded node sends
+    assert w.selected == step and w.inspector["head"].startswith(f"#{runs['c0'][1]} done")
 
 
 # ----- commands reach the twins ----------------------------------------------------------------

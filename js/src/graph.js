@@ -17,6 +17,7 @@ export function graphviz() {
 
 function nodeLabel(info, g) {
   if (!info) return [...g.querySelectorAll("text")].map((t) => t.textContent.trim()).join(" ");
+  if (info.label) return info.label;
   const text = info.text ? `: ${info.text}` : "";
   return `Step ${info.number}, ${info.status}${text}`;
 }

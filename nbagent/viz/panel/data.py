@@ -25,6 +25,7 @@ __all__ = [
     "button_flags",
     "inspector_data",
     "node_data",
+    "collapsed_runs",
     "status_data",
     "status_text",
     "task_options",
@@ -99,11 +100,29 @@ def task_options(runner: AgentRunner) -> list[dict[str, str]]:
     ]
 
 
-def node_data(state: TaskState | None) -> list[dict[str, Any]]:
+def collapsed_runs(state: TaskState, *, collapse_after: int | None = 40, keep_ends: int = 4,
+                   **_other_options: Any) -> list[list[str]]:
+    """The runs of steps the step graph folds into one "… N steps …" node (``c0``, ``c1``...
+    in this order), found as ``task_to_dot`` finds them with the same options."""
+    from nbagent.viz.dot.collapse import _chains, _collapsible
+    from nbagent.viz.dot.model import _collect, _status
+
+    g = _collect(state)
+    if collapse_after is None or len(g.order) <= collapse_after:
+        return []
+    statuses = {sid: _status(state, sid) for sid in g.order}
+    failed = {f.step_id for f in list(state.failures)}
+    undone = {o.task_step.step_id for o in list(state.undone_outputs)}
+    return _chains(g, _collapsible(state, g, statuses, keep_ends, failed, undone))
+
+
+def node_data(state: TaskState | None, **graph_options: Any) -> list[dict[str, Any]]:
     """One entry per step node of the DOT text (``s0``.. in registry order, ``u0``.. for the
-    runs an undo took back): ``{"name", "step", "number", "status", "head", "text"}``. The
-    front end finds a drawn node by ``name`` (the SVG ``<title>``), selects ``step`` when it
-    is clicked and reads ``number``/``status``/``text`` out to screen readers."""
+    runs an undo took back, ``c0``.. for a run of steps drawn as one node, which stands for its
+    last step): ``{"name", "step", "number", "status", "head", "text"}`` (and ``"label"`` for a
+    folded run). The front end finds a drawn node by ``name`` (the SVG ``<title>``), selects
+    ``step`` when it is clicked and reads ``number``/``status``/``text`` out to screen readers.
+    ``graph_options`` are the step graph's (``collapse_after``, ``keep_ends``...)."""
     if state is None:
         return []
     from nbagent.viz.dot import node_names, shown_status, step_heads, step_numbers
@@ -111,8 +130,12 @@ def node_data(state: TaskState | None) -> list[dict[str, Any]]:
     names = node_names(state)
     numbers = step_numbers(state)
     heads = step_heads(state)
+    runs = collapsed_runs(state, **graph_options)
+    folded = {sid for run in runs for sid in run}
     nodes: list[dict[str, Any]] = []
     for sid, name in names.items():
+        if sid in folded:
+            continue  # not drawn on its own
         step = state.steps.get(sid)
         text = "" if step is None or step.input is None else f"in: {preview(step.input, 120)}"
         out = state.outputs.get(sid)
@@ -123,6 +146,11 @@ def node_data(state: TaskState | None) -> list[dict[str, Any]]:
             text = f"{text}; out: {said}" if text and said else text or (f"out: {said}" if said else "")
         nodes.append({"name": name, "step": sid, "number": numbers.get(sid, 0),
                       "status": shown_status(state, sid), "head": heads.get(sid, ""), "text": text})
+    for k, run in enumerate(runs):
+        first, last = numbers.get(run[0], 0), numbers.get(run[-1], 0)
+        nodes.append({"name": f"c{k}", "step": run[-1], "number": last, "status": "done",
+                      "head": heads.get(run[-1], ""), "text": f"{len(run)} steps drawn as one",
+                      "label": f"Steps {first} to {last}, done, drawn as one node: opens step {last}"})
     for k, out in enumerate(list(state.undone_outputs)):
         sid = out.task_step.step_id
         nodes.append({"name": f"u{k}", "step": sid, "number": numbers.get(sid, 0), "status": "undone run",

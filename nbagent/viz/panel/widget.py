@@ -20,6 +20,7 @@ comes back as a message ``{"cmd": ...}`` (``nbagent.viz.panel.commands``). The p
 Traitlets (Python -> browser):
     ``dot``          DOT text of the shown task (node names ``s0``.., ``u0``.., ``c0``..)
     ``nodes``        ``[{"name", "step", "number", "status", "head", "text"}]`` per drawn step node
+                     (a run of steps drawn as one node: its last step, and a ``label``)
     ``selected``     the inspected step's id ("" for none)
     ``status``       ``{"state", "colour", "task", "parts", "error", "answer", "notice", "notice_error"}``
     ``buttons``      ``{"new", "step", "run", "stop", "undo", "retry", "skip", "abandon",
@@ -299,7 +300,7 @@ class AgentPanel(anywidget.AnyWidget):  # type: ignore[misc]
             busy = c.busy
             selected = c.inspected_step() or ""
             self._set("dot", c.dot())
-            self._set("nodes", data.node_data(state))
+            self._set("nodes", data.node_data(state, **c.graph.options))
             self._set("task", c.task_id or "")
             self._set("tasks", data.task_options(c.runner))
             self._set("buttons", data.button_flags(state, busy))
