@@ -192,6 +192,22 @@ def test_react_agent_formatter_and_react_header_prompt() -> None:
     run(go())
 
 
+def test_a_new_react_header_after_a_run_is_what_the_model_reads_next() -> None:
+    """``update_prompts({"react_header": ...})`` between two runs: the second run's model reads
+    the new header (nothing of the first run's prompt is kept)."""
+    llm = ScriptedLLM(["Thought: t\nAnswer: one", "Thought: t\nAnswer: two"], function_calling=False)
+    agent = ReActAgent(llm=llm)
+
+    async def go() -> None:
+        await agent.run(user_msg="hi")
+        agent.update_prompts({"react_header": "NEW HEADER {tool_desc} {tool_names}"})
+        await agent.run(user_msg="hi again")
+
+    run(go())
+    first, second = (r.messages[0].text for r in llm.requests)
+    assert not first.startswith("NEW HEADER") and second.startswith("NEW HEADER")
+
+
 def test_a_reference_style_formatter_object_builds_the_input() -> None:
     class MyFormatter:
         """The reference's formatter contract: context, format(tools, chat_history, current_reasoning)."""

@@ -49,6 +49,8 @@ def formatter_header(formatter: Any) -> str:
 
 
 def set_formatter_header(formatter: Any, header: str) -> None:
+    """Give a formatter a new ReAct header (nbagent's formatter renders its prompt again when
+    its header changes)."""
     found = False
     for attr in ("system_header", "system_prompt"):
         if hasattr(formatter, attr):
@@ -56,9 +58,6 @@ def set_formatter_header(formatter: Any, header: str) -> None:
             found = True
     if not found:
         formatter.system_header = header
-    cache = getattr(formatter, "_system_cache", None)
-    if isinstance(cache, dict):
-        cache.clear()
 
 
 def parse_error_text(err: Exception) -> str:
