@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from nbagent._counts import counted
 from nbagent.batch.results import error_text
 from nbagent.costs import format_money, runner_pricing
+from nbagent.engine.state import StepStatus
+from nbagent.viz.dot import STATUS_COLORS
 from nbagent.viz.escape import html_text, preview, short_id
 from nbagent.viz.graph import StepGraph
 from nbagent.viz.html import error_html, transcript_html
@@ -19,12 +21,10 @@ if TYPE_CHECKING:
 
 __all__ = ["STATUS_STYLE", "status_line_html", "batch_summary_html", "task_detail_html", "batch_static_html"]
 
-# item status -> (fill, border, text), the step colours of the DAG so the two views agree
+# item status -> (fill, border, text): the DAG's step colours, so the two views agree; a task
+# stopped before it ran has a grey of its own
 STATUS_STYLE: dict[str, tuple[str, str, str]] = {
-    "queued": ("#f1f5f9", "#64748b", "#1e293b"),
-    "running": ("#dbeafe", "#1d4ed8", "#172554"),
-    "done": ("#dcfce7", "#15803d", "#052e16"),
-    "failed": ("#fee2e2", "#b91c1c", "#450a0a"),
+    **{s.value: STATUS_COLORS[s] for s in (StepStatus.QUEUED, StepStatus.RUNNING, StepStatus.DONE, StepStatus.FAILED)},
     "stopped": ("#e5e7eb", "#6b7280", "#374151"),
 }
 _STATIC_ROWS = 30
