@@ -14,10 +14,12 @@ from nbagent.llms.base import (
     network_blocked,
 )
 from nbagent.llms.scripted import FunctionLLM, ScriptExhaustedError, ScriptedLLM
+from nbagent.llms.stream import ChatStream
 
 __all__ = [
     "LLM",
     "ChatResponse",
+    "ChatStream",
     "NetworkBlockedError",
     "MalformedReplyError",
     "IncompleteReplyError",

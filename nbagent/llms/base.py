@@ -2,7 +2,10 @@
 
 An implementation writes ``_achat`` and ``_astream``; the public methods (``achat``,
 ``chat``, ``astream_chat``, ``stream_chat``) add timing, token accounting and token events
-once, for every model.
+once, for every model. LlamaIndex's calling convention works too: ``await
+llm.astream_chat(...)`` gives the stream, and the function-calling interface
+(``achat_with_tools``, ``astream_chat_with_tools``, ``get_tool_calls_from_response``...) is
+there for custom workflows written against it.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Union
 
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nbagent import _sync
 from nbagent.events import emit_token, record_llm_call, report_model_call
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
+from nbagent.llms.stream import ChatStream, chunks_of
 from nbagent.registry import html_view
 from nbagent.tools import FunctionTool, ToolMetadata
 
@@ -103,6 +107,20 @@ def block_network(on: bool = True) -> Any:
     return _restore_block(previous)
 
 
+def _first_call_only(response: ChatResponse) -> ChatResponse:
+    """The reply with its first tool call only (LlamaIndex's ``force_single_tool_call``)."""
+    calls = response.message.tool_calls
+    if len(calls) <= 1:
+        return response
+    response.message = response.message.model_copy(update={"tool_calls": calls[:1]})
+    return response
+
+
+async def _first_calls_only(chunks: AsyncIterator[ChatResponse]) -> AsyncGenerator[ChatResponse, None]:
+    async for chunk in chunks:
+        yield _first_call_only(chunk)
+
+
 def to_tool_metadata(tools: Sequence[ToolSpec] | None) -> list[ToolMetadata]:
     out = []
     for t in tools or []:
@@ -178,14 +196,25 @@ class LLM(ABC):
         """Ask the model for one reply."""
         return _sync.run_sync(self.achat(messages, tools, tool_choice, **kwargs))
 
-    async def astream_chat(
+    def astream_chat(
         self,
         messages: Sequence[ChatMessage],
         tools: Sequence[ToolSpec] | None = None,
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
-    ) -> AsyncIterator[ChatResponse]:
-        """Stream a reply (async); every text delta is also reported to the running step."""
+    ) -> ChatStream:
+        """Stream a reply (async): ``async for chunk in llm.astream_chat(...)``, or, as on
+        LlamaIndex, ``gen = await llm.astream_chat(...)`` first. Every text delta is also
+        reported to the running step."""
+        return ChatStream(self._stream_chat(messages, tools, tool_choice, **kwargs))
+
+    async def _stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None,
+        tool_choice: ToolChoice | None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[ChatResponse, None]:
         start = time.perf_counter()
         last: ChatResponse | None = None
         sent = list(messages)
@@ -215,7 +244,98 @@ class LLM(ABC):
         **kwargs: Any,
     ) -> Iterator[ChatResponse]:
         """Stream a reply."""
-        return _sync.iterate_sync(self.astream_chat(messages, tools, tool_choice, **kwargs))
+        return _sync.iterate_sync(chunks_of(self.astream_chat(messages, tools, tool_choice, **kwargs)))
+
+    # ----- LlamaIndex's function-calling interface (FunctionCallingLLM) ------------------
+    def _tool_request(
+        self,
+        tools: Sequence[ToolSpec],
+        user_msg: str | ChatMessage | None,
+        chat_history: Sequence[ChatMessage] | None,
+        tool_required: bool,
+        kwargs: dict[str, Any],
+    ) -> tuple[list[ChatMessage], ToolChoice | None]:
+        messages = list(chat_history or [])
+        if user_msg is not None:
+            messages.append(ChatMessage(role=MessageRole.USER, content=user_msg) if isinstance(user_msg, str) else user_msg)
+        choice = kwargs.pop("tool_choice", "required" if tool_required else None)
+        return messages, choice
+
+    async def achat_with_tools(
+        self,
+        tools: Sequence[ToolSpec],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: Sequence[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """One reply with ``tools`` offered, as LlamaIndex's function-calling models take them:
+        the history, then ``user_msg``; ``tool_required`` makes the model call one; without
+        ``allow_parallel_tool_calls`` only the reply's first call is kept (as the reference)."""
+        messages, choice = self._tool_request(tools, user_msg, chat_history, tool_required, kwargs)
+        response = await self.achat(messages, tools, choice, **kwargs)
+        return response if allow_parallel_tool_calls else _first_call_only(response)
+
+    def chat_with_tools(
+        self,
+        tools: Sequence[ToolSpec],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: Sequence[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """``achat_with_tools``, from sync code."""
+        return _sync.run_sync(
+            self.achat_with_tools(
+                tools, user_msg, chat_history, verbose, allow_parallel_tool_calls, tool_required, **kwargs
+            )
+        )
+
+    def astream_chat_with_tools(
+        self,
+        tools: Sequence[ToolSpec],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: Sequence[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> ChatStream:
+        """``achat_with_tools`` streamed; awaitable and async-iterable like ``astream_chat``."""
+        messages, choice = self._tool_request(tools, user_msg, chat_history, tool_required, kwargs)
+        chunks = self._stream_chat(messages, tools, choice, **kwargs)
+        return ChatStream(chunks if allow_parallel_tool_calls else _first_calls_only(chunks))
+
+    def stream_chat_with_tools(
+        self,
+        tools: Sequence[ToolSpec],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: Sequence[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> Iterator[ChatResponse]:
+        """``astream_chat_with_tools``, from sync code."""
+        return _sync.iterate_sync(
+            self.astream_chat_with_tools(
+                tools, user_msg, chat_history, verbose, allow_parallel_tool_calls, tool_required, **kwargs
+            )
+        )
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        """The reply's tool calls; none at all is the reference's ValueError unless
+        ``error_on_no_tool_call=False``."""
+        calls = list(response.message.tool_calls)
+        if not calls and error_on_no_tool_call:
+            raise ValueError(f"Expected at least one tool call, but got {len(calls)} tool calls.")
+        return calls
 
     def complete(self, prompt: str, **kwargs: Any) -> ChatResponse:
         """One reply to a single user message."""

@@ -36,7 +36,8 @@ def to_openai_message(message: ChatMessage) -> dict[str, Any]:
     if message.role == MessageRole.TOOL:
         return {
             "role": "tool",
-            "tool_call_id": message.tool_call_id or "",
+            # LlamaIndex-style code puts the id in additional_kwargs
+            "tool_call_id": message.tool_call_id or str(message.additional_kwargs.get("tool_call_id") or ""),
             "content": message.content if message.content is not None else "",
         }
     out: dict[str, Any] = {"role": role, "content": message.content}

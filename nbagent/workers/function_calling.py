@@ -40,6 +40,7 @@ from nbagent import approval, structured
 from nbagent import calls as calls_
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import ChatResponse
+from nbagent.llms.stream import open_stream
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate, template_text
 from nbagent.snapshot import AppendLog
@@ -214,7 +215,7 @@ class FunctionCallingAgentWorker(ToolCallSteps, TypedAnswerSteps, BaseAgentWorke
         ):
             return await self.arun_step(step, task, **kwargs)
         tools, messages, choice = await self._prepare(step, task, kwargs.get("tool_choice"))
-        stream = aiter(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
+        stream = await open_stream(self.llm.astream_chat(messages, tools=tools, tool_choice=choice))
         last: ChatResponse | None = None
         saw_calls = False
         while True:  # by hand, not `async for`: the stream stays open for the reply's tail

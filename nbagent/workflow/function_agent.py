@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from nbagent.llms.base import ChatResponse
+from nbagent.llms.stream import open_stream
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole
 from nbagent.tools import FunctionTool
@@ -50,7 +51,7 @@ class FunctionAgent(BaseWorkflowAgent):
         messages = [*llm_input, *scratchpad]
         ctx.write_event_to_stream(AgentInput(input=messages, current_agent_name=self.name))
         last: ChatResponse | None = None
-        async for chunk in self.llm.astream_chat(messages, tools=list(tools)):
+        async for chunk in await open_stream(self.llm.astream_chat(messages, tools=list(tools))):
             last = chunk
             ctx.write_event_to_stream(
                 AgentStream(

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from nbagent.ids import new_id
 from nbagent.llms.base import ChatResponse
+from nbagent.llms.stream import open_stream
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate
@@ -133,7 +134,7 @@ class ReActAgent(BaseWorkflowAgent):
         messages = self._llm_input(tools, history, context, reasoning)
         ctx.write_event_to_stream(AgentInput(input=messages, current_agent_name=self.name))
         last: ChatResponse | None = None
-        async for chunk in self.llm.astream_chat(messages):
+        async for chunk in await open_stream(self.llm.astream_chat(messages)):
             last = chunk
             ctx.write_event_to_stream(
                 AgentStream(

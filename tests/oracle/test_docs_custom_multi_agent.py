@@ -3,12 +3,11 @@ Workflow subclass with typed start and stop events that asks a model for an XML 
 agents for each step through helper functions that keep their work in the context's state,
 and loops back to the planner until it answers without a plan.
 
-The notebook's planner streams from ``await self.llm.astream_chat(...)`` and keeps state with
-``ctx.store``; both fail on nbagent today (issue 23, items 1 and 2), so that form is in
-``pending/``. Here the same workflow asks with ``await self.llm.achat(...)`` and keeps state
-with ``ctx.get`` / ``ctx.set``, which both libraries run: everything else (the typed events,
-the loop back to a StartEvent subclass, events written to the stream, the context's state after
-the run) is compared here. Models are scripted.
+The workflow runs twice: as the notebook writes it (the planner streams from ``await
+self.llm.astream_chat(...)`` and keeps state with ``ctx.store``: issue 23, items 1 and 2), and
+asking with ``await self.llm.achat(...)`` and keeping state with ``ctx.get`` / ``ctx.set``. The
+typed events, the loop back to a StartEvent subclass, events written to the stream and the
+context's state after the run are compared. Models are scripted.
 
 No ``from __future__ import annotations``: the steps' event annotations must be the classes.
 """
@@ -216,4 +215,12 @@ def test_the_planner_workflow_plans_runs_agents_and_answers() -> None:
     assert ref["state"]["research_notes"] == ["Notes: ARPANET went live in 1969."]
     assert ref["streamed"] == PLAN_REPLY + PLANNER_SCRIPT[1]
     assert len(ref["planner_read"]) == 2 and ref["planner_read"][1][-1][0] == "user"
+    assert nb == ref
+
+
+def test_items1_2_the_planner_streams_from_an_awaited_astream_chat_and_keeps_state_in_the_store() -> None:
+    ref, nb = (run_planner(api, streaming=True) for api in docs_both())
+    assert ref["response"] == "The report is written; no more steps are needed."
+    assert ref["streamed"] == PLAN_REPLY + PLANNER_SCRIPT[1]
+    assert ref["state"]["report_content"] == "# The Internet\nARPANET, 1969."
     assert nb == ref

@@ -22,6 +22,7 @@ from typing import Any
 from nbagent import approval, calls, structured
 from nbagent._compat import pop_callback_manager
 from nbagent.llms.base import LLM, ChatResponse
+from nbagent.llms.stream import open_stream
 from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
 from nbagent.prompts import PromptDictType, PromptTemplate
 from nbagent.snapshot import AppendLog
@@ -209,7 +210,7 @@ class ReActAgentWorker(BaseAgentWorker):
         ):
             return await self.arun_step(step, task, **kwargs)
         tools, messages = self._begin(step, task)
-        stream = self.llm.astream_chat(messages)
+        stream = await open_stream(self.llm.astream_chat(messages))  # either calling convention
         parts: list[str] = []
         scan = _stream_scanner(self.output_parser)
         while True:  # not `async for`: the stream must stay open when the answer is handed on
