@@ -123,7 +123,9 @@ class ChatMemoryBuffer:
     def get(self, input: str | None = None, **_: Any) -> list[ChatMessage]:
         """The newest messages that fit in the token limit (less ``input``'s tokens).
 
-        The window never starts with a tool reply whose call was cut off.
+        The window never starts with a tool reply whose call was cut off, and a window that
+        had to leave older messages out starts on a person's message (an answer or tool reply
+        left first is dropped too, as on the reference).
         """
         budget = self.token_limit - (self.tokenizer_fn(input) if input else 0)
         start = len(self._messages)
@@ -131,7 +133,8 @@ class ChatMemoryBuffer:
         while start > 0 and used + self._counts[start - 1] <= budget:
             start -= 1
             used += self._counts[start]
-        while start < len(self._messages) and self._messages[start].role == MessageRole.TOOL:
+        leading = (MessageRole.TOOL, MessageRole.ASSISTANT) if start > 0 else (MessageRole.TOOL,)
+        while start < len(self._messages) and self._messages[start].role in leading:
             start += 1
         return self._messages[start:]
 

@@ -124,6 +124,25 @@ class ToolMetadata(BaseModel):
             prop.pop("title", None)
         return schema
 
+    def get_parameters_dict(self) -> dict[str, Any]:
+        """The arguments' JSON schema as the reference gives it (titles kept; only ``type``,
+        ``properties``, ``required`` and definitions), e.g. for a prompt that lists tools."""
+        if self.fn_schema is None:  # the reference's default: one input string
+            return {
+                "type": "object",
+                "properties": {"input": {"title": "input query string", "type": "string"}},
+                "required": ["input"],
+            }
+        schema = self.fn_schema.model_json_schema()
+        return {k: v for k, v in schema.items() if k in ("type", "properties", "required", "definitions", "$defs")}
+
+    @property
+    def fn_schema_str(self) -> str:
+        """``get_parameters_dict()`` as JSON text, as the reference's LLM-compiler prompt shows it."""
+        if self.fn_schema is None:
+            raise ValueError(f"tool {self.name!r} has no fn_schema, so no fn_schema_str")
+        return json.dumps(self.get_parameters_dict(), ensure_ascii=False)
+
     def to_openai_tool(self) -> dict[str, Any]:
         """The tool in the OpenAI ``tools=[...]`` format."""
         return {
@@ -344,9 +363,17 @@ class FunctionTool:
 
         return run_sync(self.acall(**kwargs))
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the underlying function directly (not wrapped)."""
-        return self.fn(*args, **kwargs)
+    def __call__(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """Call the tool as on the reference: a ``ToolOutput`` (``content`` is what a model
+        would read, ``raw_output`` the function's own value; a failure is an error output, as
+        in ``call``). Arguments by name, or by position as the function takes them; the plain
+        function is ``tool.fn``."""
+        if args:
+            try:
+                kwargs = dict(inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments)
+            except TypeError as err:
+                raise TypeError(f"tool {self.name!r}: {err}") from None
+        return self.call(**kwargs)
 
     def __repr__(self) -> str:
         flag = ", return_direct=True" if self.return_direct else ""

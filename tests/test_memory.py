@@ -40,12 +40,16 @@ def test_get_keeps_newest_messages_within_limit() -> None:
     assert len(mem.get(input="a long new input " * 3)) < len(window)
 
 
-def test_window_never_starts_with_an_orphan_tool_reply() -> None:
+def test_window_never_starts_with_an_orphan_tool_reply_or_an_answer() -> None:
     mem = ChatMemoryBuffer(token_limit=16)
     mem.put(msg("question " * 10))
     mem.put(ChatMessage(role=MessageRole.TOOL, content="result", tool_call_id="1"))
     mem.put(msg("ok", MessageRole.ASSISTANT))
-    assert [m.role for m in mem.get()] == [MessageRole.ASSISTANT]
+    assert mem.get() == []  # as on the reference: no window starts on a tool reply or an answer
+    mem.put(msg("next"))
+    assert [m.text for m in mem.get()] == ["next"]
+    whole = ChatMemoryBuffer(token_limit=100, chat_history=[msg("hello", MessageRole.ASSISTANT), msg("hi")])
+    assert len(whole.get()) == 2  # nothing left out: the history stays as it is
 
 
 def test_counter_is_offline_and_roughly_bpe_sized() -> None:

@@ -61,7 +61,11 @@ def test_sync_and_async_calls() -> None:
     assert FunctionTool.from_defaults(multiply).call(a=3, b=4).raw_output == 12
     out = asyncio.run(FunctionTool.from_defaults(fetch).acall(url="x"))
     assert out.content == "page at x" and not out.is_error
-    assert FunctionTool.from_defaults(multiply)(5) == 10  # calling the tool calls the function
+    out = FunctionTool.from_defaults(multiply)(5)  # as on the reference: a ToolOutput
+    assert (out.content, out.raw_output, out.raw_input) == ("10", 10, {"a": 5})
+    assert FunctionTool.from_defaults(multiply).fn(5) == 10  # the plain function
+    with pytest.raises(TypeError, match="tool 'multiply': too many positional arguments"):
+        FunctionTool.from_defaults(multiply)(1, 2, 3)
 
 
 def test_errors_become_observations() -> None:

@@ -15,7 +15,6 @@ is_done)``, with anything but a dict first, is accepted too: the output is the a
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +28,20 @@ DEFAULT_TASK_INPUT_KEY = "__task__"
 DEFAULT_OUTPUT_KEY = "__output__"
 _STEP_COUNT_KEY = "__fn_steps__"  # in task.extra_state: how many steps fn has run
 _CONVENIENCE = ("input", "memory", "step")
+
+
+def _copy_containers(value: Any) -> Any:
+    """``value`` with its dicts, lists, tuples and sets copied (so tasks never share them) and
+    every other object shared."""
+    if isinstance(value, dict):
+        return {k: _copy_containers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_containers(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy_containers(v) for v in value)
+    if isinstance(value, set):
+        return {_copy_containers(v) for v in value}
+    return value
 
 
 class FnAgentWorker(BaseAgentWorker):
@@ -68,10 +81,11 @@ class FnAgentWorker(BaseAgentWorker):
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         """The first step; its state is the task's ``extra_state`` (e.g. the runner's
-        ``init_task_state_kwargs``) plus a copy of ``initial_state``. The Task is added while
-        ``fn`` runs, so the state stays plain data that can be saved and undone."""
+        ``init_task_state_kwargs``) plus ``initial_state``: its dicts, lists, tuples and sets
+        copied for each task, any other object (a model, a router, a client) the very one
+        given, as on the reference. The Task is added while ``fn`` runs."""
         state = dict(task.extra_state)  # e.g. the runner's init_task_state_kwargs
-        state.update(copy.deepcopy(self.initial_state))
+        state.update({key: _copy_containers(value) for key, value in self.initial_state.items()})
         task.extra_state[_STEP_COUNT_KEY] = 0
         return TaskStep(task_id=task.task_id, input=task.input, step_state=state)
 

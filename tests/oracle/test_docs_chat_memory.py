@@ -53,3 +53,22 @@ def test_the_buffer_given_to_an_agents_run() -> None:
         [("user", "Hello, how are you?"), ("assistant", "Hello! I'm here and ready to help you.")],
     )
     assert seen[1] == seen[0]
+
+
+def test_a_chat_memory_window_never_starts_on_an_answer() -> None:
+    """A small limit: ``get`` drops the oldest messages, ``get_all`` keeps them, and the window
+    the model gets starts on a user message (an assistant message or a tool reply left first is
+    dropped as well). How many messages fit differs on purpose: the two count tokens
+    differently (nbagent adds 4 per message), so only the rule is compared; at this limit
+    nbagent's window would start on ``answer 2`` without the rule."""
+    seen = []
+    for api in docs_both():
+        memory = api.ChatMemoryBuffer.from_defaults(token_limit=22)
+        for i in range(4):
+            memory.put(api.ChatMessage(role="user", content=f"question number {i} here"))
+            memory.put(api.ChatMessage(role="assistant", content=f"answer {i}"))
+        seen.append((_pairs(memory.get()), len(memory.get_all())))
+    for window, total in seen:
+        assert total == 8 and 0 < len(window) < 8
+        assert window[0][0] == "user" and window[-1] == ("assistant", "answer 3")
+    assert seen[1][0] == [("user", "question number 3 here"), ("assistant", "answer 3")]
