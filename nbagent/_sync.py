@@ -9,6 +9,9 @@ The async path is the one real implementation; every sync method is ``run_sync(c
   on on that loop from where it stopped (``_run_eagerly``).
 - A loop is running (Jupyter): the coroutine runs on a background "portal" loop in its own
   thread and this thread waits for it. No nest_asyncio, no patching of the user's loop.
+- No thread can start (Pyodide, ``NO_THREADS``): the coroutine is stepped in place on the
+  page's loop; if it waits after all, JSPI (``pyodide.ffi.run_sync``) waits for it where
+  there is some, else it is rolled back and ``CannotWaitHere`` says to await the async method.
 
 Async generators are bound to the loop that started them (an HTTP stream's sockets are), so
 ``next_on(loop, agen)`` / ``anext_on(loop, agen)`` advance one on its own loop from anywhere.
@@ -31,7 +34,7 @@ import sys
 import threading
 import types
 from asyncio.events import _get_running_loop, _set_running_loop  # asyncio's API for loop implementations
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = [
@@ -92,7 +95,7 @@ def sync_loop() -> asyncio.AbstractEventLoop:
     running = _running()
     if running is None:
         return _thread_loop()
-    return _portal_loop()
+    return running if NO_THREADS else _portal_loop()
 
 
 def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
@@ -193,21 +196,28 @@ async def _boxed(coro: Coroutine[Any, Any, T], eager: _Eager) -> T:
     eager.value = await coro; eager.leave(); return eager.value  # type: ignore[no-any-return]  # noqa: E702
 
 
-def _run_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+def _run_eagerly(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], go_on: Callable[..., Any] | None = None
+) -> T:
     """Step ``coro`` in place, in a copy of the caller's context, with ``loop`` as the running
     loop (so ``get_running_loop()`` and futures work as on the loop): a coroutine that never
     suspends finishes here with no event loop round trip. One that suspends after all goes on
-    as a task of ``loop`` from where it stopped, in the same context (``_go_on``): nothing is
-    dropped or run twice. An exception (an interrupt included) comes out as from
-    ``run_until_complete``, after the coroutine rolled back what it did."""
+    where it stopped, in the same context, by ``go_on`` (default ``_go_on``: as a task of
+    ``loop``): nothing is dropped or run twice. An exception (an interrupt included) comes out
+    as from ``run_until_complete``, after the coroutine rolled back what it did."""
     eager = _Eager()
     boxed = _boxed(coro, eager)
     ctx = contextvars.copy_context()
+    pretend = _running() is None  # else ``loop`` runs already (a page's loop, in Pyodide)
     try:
-        _set_running_loop(loop)
-        return eager.value if (first := ctx.run(next, boxed.__await__(), eager)) is eager else _go_on(loop, boxed, first, ctx, eager)  # type: ignore[no-any-return]  # noqa: E501
+        if pretend:
+            _set_running_loop(loop)
+        else:
+            eager.leave = _STAY
+        return eager.value if (first := ctx.run(next, boxed.__await__(), eager)) is eager else (go_on or _go_on)(loop, boxed, first, ctx, eager)  # type: ignore[no-any-return]  # noqa: E501
     except BaseException as error:
-        _set_running_loop(None)
+        if pretend:
+            _set_running_loop(None)
         _unwind(loop, coro, boxed, error, ctx)
         raise
 
@@ -242,8 +252,12 @@ def _unwind(
         pending = ctx.run(boxed.throw, error)
     except BaseException:
         return  # rolled back and raised: the caller raises ``error``
+    rest = _resumed(boxed, pending)  # its rollback waits: let it end
+    if _running() is loop:  # the loop runs (Pyodide's page): it ends it once this call returns
+        loop.create_task(rest, context=ctx)
+        return
     try:
-        _run_here(loop, _resumed(boxed, pending), ctx)  # its rollback waits: let it end
+        _run_here(loop, rest, ctx)
     except BaseException:
         pass  # the caller raises ``error``
 
@@ -336,6 +350,8 @@ def run_sync(coro: Coroutine[Any, Any, T], *, eager: bool = False) -> T:
 
 def _run_sync(coro: Coroutine[Any, Any, T], eager: bool = False) -> T:
     running = _running()
+    if NO_THREADS:
+        return _run_eagerly(running or _thread_loop(), coro, _wait_without_threads)
     if running is None:
         loop = _thread_loop()
         if loop.is_running():  # re-entered from a callback of this very loop
@@ -356,6 +372,51 @@ def _in_new_thread(coro: Coroutine[Any, Any, T]) -> T:
         return _wait(ex.submit(ctx.run, asyncio.run, coro))
 
 
+# ----- a runtime with no threads (Pyodide: a browser page, or Node) -------------------------
+
+#: no thread can start here, so no portal loop: a sync call is stepped in place on the page's
+#: loop, and if it waits after all, only WebAssembly stack switching (JSPI) can wait for it
+NO_THREADS = sys.platform == "emscripten"
+
+
+def _jspi_wait() -> Callable[[Any], Any] | None:
+    """``pyodide.ffi.run_sync`` where this Pyodide can suspend a sync call while the loop runs
+    (JSPI: Chromium; Node with --experimental-wasm-stack-switching), else None."""
+    try:
+        from pyodide.ffi import can_run_sync, run_sync as jspi_run_sync  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return jspi_run_sync if can_run_sync() else None  # type: ignore[no-any-return]
+
+
+class CannotWaitHere(RuntimeError):
+    """A sync call needed to wait (for a model over the network, a timer, a tool that
+    awaits) where no thread can wait for it and JSPI is not available (Pyodide)."""
+
+
+_CANNOT_WAIT = (
+    "this call had to wait (for {what}), and nothing can wait for it here: in Pyodide without "
+    "WebAssembly stack switching (JSPI) a sync call can only run what never waits. Await the "
+    "async method in the cell instead: `await agent.arun_step(task)` for `agent.run_step(task)`, "
+    "`await agent.achat(...)` for `agent.chat(...)`. What the call began was rolled back."
+)
+
+
+def _wait_without_threads(
+    loop: asyncio.AbstractEventLoop, boxed: Coroutine[Any, Any, Any], first: Any, ctx: contextvars.Context, eager: _Eager
+) -> Any:
+    """``_run_eagerly``'s ``go_on`` where no thread can start: the coroutine suspended on
+    ``first``. With JSPI it goes on as a task of the loop and this call waits for it there;
+    without, it is rolled back (by ``_run_eagerly``) and the error says what to do instead."""
+    wait = _jspi_wait()
+    if wait is None:
+        raise CannotWaitHere(_CANNOT_WAIT.format(what="a future" if first is not None else "the event loop"))
+    if eager.leave is _LEAVE:  # the loop only pretended to run: it runs the rest itself
+        _set_running_loop(None)
+    eager.leave = _STAY
+    return wait(loop.create_task(_resumed(boxed, first), context=ctx))
+
+
 def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
     """``next()`` for an async iterator bound to ``loop``, from sync code.
 
@@ -373,6 +434,8 @@ def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
 def _next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
     running = _running()
     try:
+        if NO_THREADS:  # one loop, no thread to wait on another: read it here
+            return _run_eagerly(loop, _anext(agen), _wait_without_threads)
         if running is None:
             if loop.is_running():
                 return _wait(asyncio.run_coroutine_threadsafe(_anext(agen), loop))
