@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent._counts import counted
 from nbagent.messages import ChatMessage, ToolOutput, ToolSelection
-from nbagent.viz.escape import args_preview, html_text, preview, safe_str
+from nbagent.viz.escape import args_preview, html_text, preview
 from nbagent.viz.graph import DotDisplay
-from nbagent.viz.html.base import _badge, _card, _details, _graph_or_list, _kv, _line, _pre, _safely
+from nbagent.viz.html.base import _badge, _call, _card, _details, _graph_or_list, _kv, _line, _pre, _safely
 from nbagent.viz.html.chat import _tool_call_block, _transcript_body
 from nbagent.viz.render import svg_or_none
 from nbagent.viz.workflow_dot import agents_to_dot, run_to_dot, workflow_to_dot
@@ -186,7 +186,7 @@ def _value_html(value: Any) -> str:
     if isinstance(value, list) and value and all(isinstance(v, ChatMessage) for v in value):
         return _details(f"{len(value)} message{'s' if len(value) != 1 else ''}", _transcript_body(value))
     if isinstance(value, list) and value and all(isinstance(v, ToolSelection) for v in value):
-        calls = (f"{safe_str(c.tool_name)}({args_preview(c.tool_kwargs)})" for c in value)
+        calls = (_call(c.tool_name, c.tool_kwargs) for c in value)
         return "<br>".join(f"<code>{html_text(preview(c, 200))}</code>" for c in calls)
     if isinstance(value, ToolOutput):
         return _tool_call_block(value, open_=True)
@@ -233,7 +233,7 @@ def run_timeline_html(trace: RunTrace) -> str:
             lines.append(_line(html_text(preview(turn.text, _PREVIEW))))
         for call in turn.tool_calls:
             status = _badge(call.status, _CALL_STATUS.get(call.status, "nb-s-queued"))
-            text = f"{safe_str(call.tool_name)}({args_preview(call.kwargs)})"
+            text = _call(call.tool_name, call.kwargs)
             lines.append(_line(f"{status} <code>{html_text(preview(text, _PREVIEW))}</code>"))
             if call.question is not None:
                 lines.append(_line(f'<span class="nb-muted">asks:</span> {html_text(preview(call.question, _PREVIEW))}'))

@@ -11,7 +11,7 @@ from typing import Any
 
 from nbagent.engine.state import StepStatus
 from nbagent.viz.dot import SKIPPED, SKIPPED_COLORS, STATUS_COLORS
-from nbagent.viz.escape import html_text, safe_str, short_id
+from nbagent.viz.escape import args_preview, html_text, safe_str, short_id
 
 __all__ = ["CSS", "error_html"]
 
@@ -149,6 +149,11 @@ def _kv(rows: Iterable[tuple[str, str]]) -> str:
 def _line(html_body: str, cls: str = "") -> str:
     extra = f" {cls}" if cls else ""
     return f'<div class="nb-line{extra}">{html_body}</div>'
+
+
+def _call(tool_name: Any, arguments: Any) -> str:
+    """How a tool call reads in every view: ``name(a=1, b='x')`` (text, not yet escaped)."""
+    return f"{safe_str(tool_name)}({args_preview(arguments)})"
 
 
 def _ids_html(ids: Iterable[Any]) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from nbagent.mcp import tool_server
 from nbagent.viz.dot import output_text
 from nbagent.viz.escape import args_preview, html_text, preview, safe_str
-from nbagent.viz.html.base import _ROLE_COLORS, _badge, _card, _details, _kv, _line, _pre, _safely
+from nbagent.viz.html.base import _ROLE_COLORS, _badge, _call, _card, _details, _kv, _line, _pre, _safely
 
 if TYPE_CHECKING:
     from nbagent.memory import ChatMemoryBuffer
@@ -57,7 +57,7 @@ def _message_html(m: ChatMessage) -> str:
         head.append(f'<span class="nb-muted">reply to {html_text(m.tool_call_id, 60)}</span>')
     body = [_line(" ".join(head)), _content_html(m.content)]
     for call in m.tool_calls:
-        text = f"{safe_str(call.tool_name)}({args_preview(call.tool_kwargs)})"
+        text = _call(call.tool_name, call.tool_kwargs)
         body.append(_line(f'<span class="nb-muted">calls</span> <code>{html_text(text, 2000)}</code>'))
     return f'<div class="nb-msg nb-m-{role_cls}">{"".join(body)}</div>'
 
@@ -96,7 +96,7 @@ def memory_html(memory: ChatMemoryBuffer) -> str:
 
 
 def _call_text(t: ToolOutput) -> str:
-    return f"{safe_str(t.tool_name)}({args_preview(t.raw_input)})"
+    return _call(t.tool_name, t.raw_input)
 
 
 def _server_badge(t: ToolOutput) -> str:

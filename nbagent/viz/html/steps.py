@@ -13,6 +13,7 @@ from nbagent.viz.html.base import (
     _MAX_STATE_KEYS,
     _PREVIEW,
     _badge,
+    _call,
     _card,
     _details,
     _id,
@@ -38,7 +39,7 @@ def approval_html(step: TaskStep) -> str:
         return ""
     rows = []
     for c in calls:
-        call = f"{safe_str(c.get('tool_name'))}({args_preview(c.get('arguments') or {})})"
+        call = _call(c.get("tool_name"), c.get("arguments") or {})
         d = c.get("decision")
         if not c.get("needs_approval"):
             verdict = '<span class="nb-muted">runs with the others (no approval needed)</span>'
