@@ -69,6 +69,14 @@ ALLOWED: dict[str, dict[str, str]] = {
     "Memory.from_defaults": {
         "memory_blocks_template": "there are no memory blocks: None, and a template given is refused by name",
     },
+    "LLM.astream_chat": {
+        "kind": "a method returning a ChatStream at once: awaited it gives the stream (the reference's "
+        "coroutine), iterated it streams (nbagent's async for)",
+    },
+    "LLM.astream_chat_with_tools": {
+        "kind": "a method returning a ChatStream at once: awaited it gives the stream (the reference's "
+        "coroutine), iterated it streams",
+    },
     "ParallelAgentRunner.chat": {
         "tool_choice": "None means the runner's default_tool_choice ('auto' unless set), as on AgentRunner",
     },

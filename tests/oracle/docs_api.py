@@ -94,7 +94,7 @@ def docs_both() -> list[DocsApi]:
     """The reference side, then nbagent's.
 
     With ``ORACLE_REFERENCE_ONLY=1`` both sides are the reference: a scenario then checks only
-    that it runs on llama-index-core as written (how the pending ones were checked)."""
+    that it runs on llama-index-core as written (how scenarios are checked before nbagent runs them)."""
     ref, nb = both()
     if os.environ.get("ORACLE_REFERENCE_ONLY") == "1":
         return [DocsApi(ref, 0), DocsApi(both()[0], 0)]

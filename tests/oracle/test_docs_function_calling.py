@@ -4,7 +4,8 @@ astream_chat) and "specifying a forced function call" (tool_choice auto / a tool
 none). The notebooks use ``OpenAIAgent`` from llama-index-agent-openai, which is not part of
 llama-index-core; the reference side here is core's own ``FunctionCallingAgent`` (same runner,
 same worker loop), and its verbose text is compared. What ``OpenAIAgent`` prints in the
-notebooks ("Got output: ...") is in ``pending/`` (issue 23, item 9). Models are scripted.
+notebooks ("Got output: ...") is checked in ``test_docs_verbose_and_parsing.py`` (issue 23,
+item 9). Models are scripted.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def test_two_calls_in_one_reply_with_chat() -> None:
 
 def test_two_calls_in_one_reply_with_achat() -> None:
     """(The notebook also streams; core's FunctionCallingAgent does not: "Stream not supported
-    for function calling agent". nbagent's streaming is compared with OpenAIAgent's notebook
-    text in pending/.)"""
+    for function calling agent". What OpenAIAgent prints in the notebook is checked in
+    test_docs_verbose_and_parsing.py.)"""
     seen = []
     for api in docs_both():
         agent, _ = _agent(api, PARALLEL + PARALLEL)
@@ -96,7 +97,8 @@ def test_two_calls_in_one_reply_with_achat() -> None:
 
         answers, printed = _captured(lambda go=go: asyncio.run(go()))
         # the lines, not their order: the reference runs the two calls concurrently and
-        # prints both "Calling function" lines before the outputs (exact order: pending/)
+        # prints both "Calling function" lines before the outputs (the order differs on
+        # purpose: test_docs_verbose_and_parsing.py)
         seen.append((answers, sorted(printed.splitlines()), [(m.role.value, m.content) for m in agent.chat_history]))
     assert seen[0][0] == ["The result of (121 * 3) + 42 is 405."] * 2
     assert seen[0][2][0] == ("user", "What is (121 * 3) + 42?") and len(seen[0][2]) == 10

@@ -66,7 +66,8 @@ def build_pipeline(api: DocsApi, llm: Any, docs_form: bool) -> Any:
             runner = api.ToolRunnerComponent([tool])
         tool_output = runner.run_component(tool_name=reasoning_step.action, tool_input=reasoning_step.action_input)
         # the notebook observes str() of the runner's {"output": ToolOutput(...)}, a repr that
-        # differs between the libraries (pending/); the landable form observes the tool's text
+        # differs between the libraries on purpose (masked in the comparison); the other form
+        # observes the tool's text
         observation = str(tool_output) if docs_form else tool_output["output"].content
         observation_step = api.ObservationReasoningStep(observation=observation)
         step_state["current_reasoning"].append(observation_step)
