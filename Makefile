@@ -42,7 +42,7 @@ unit: $(STAMP)
 	PYTHONPATH=$(CURDIR) $(VENV)/bin/lint-imports --no-cache
 	NBAGENT_BLOCK_NETWORK=1 $(PY) -m pytest tests -q --ignore=tests/browser \
 		--ignore=tests/test_notebooks.py --ignore=tests/test_binder.py \
-		--ignore=tests/pyodide/test_pyodide.py --ignore=tests/test_docs_site.py
+		--ignore=tests/pyodide/test_pyodide.py --ignore=tests/pyodide/test_pyodide_sync.py --ignore=tests/test_docs_site.py
 
 # nbval directly, one line per cell (make test runs the same through tests/test_notebooks.py).
 nbval: $(STAMP)
