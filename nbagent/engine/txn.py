@@ -132,17 +132,19 @@ class StepAttempt:
 
 def mark_commit(state: TaskState, step: TaskStep, output: TaskStepOutput) -> CommitMark:
     sid = step.step_id
-    queued = {id(s) for s in state.step_queue}
+    steps, queue = state.steps, state.step_queue
     return CommitMark(
         len(state.completed_steps),
         tuple(
             (
                 nxt,
-                nxt.step_id in state.steps,
+                (registered := nxt.step_id in steps),
                 nxt.step_id in state.undone_ids,
                 nxt.step_id in step.next_steps,
                 sid in nxt.prev_steps,
-                id(nxt) in queued,
+                # only a registered step can be queued (a step is registered, then queued): a
+                # new one is not looked for in the queue, which a fan-out fills with hundreds
+                registered and any(s is nxt for s in queue),
             )
             for nxt in output.next_steps
         ),
