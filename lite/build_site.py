@@ -42,7 +42,8 @@ BUILD = REPO / "build" / "lite"
 SITE = BUILD / "site"
 VENV = BUILD / "venv"
 STAGE = BUILD / "site-stage"
-#: the tutorials a browser can run: 10 needs an MCP server (a subprocess), 13 a local model
+#: the tutorials a browser can run: 10 needs an MCP server (a subprocess), 13 a local model,
+#: 14 the otel extra (OpenTelemetry is not among the browser's wheels)
 NOTEBOOKS = (
     "01_quickstart", "02_react_step_by_step", "03_function_calling", "04_custom_workers",
     "05_control_panel", "06_memory_abandon_chat", "07_parallel_dag", "08_agent_workflow",
