@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nbagent.messages import ChatMessage, MessageRole
+from nbagent.messages import ChatMessage, MessageRole, as_chat_message
 from nbagent.registry import html_view
 
 __all__ = ["ChatMemoryBuffer", "count_tokens", "DEFAULT_TOKEN_LIMIT"]
@@ -31,6 +31,8 @@ def count_tokens(text: str) -> int:
 
 
 MemorySnapshot = tuple[list[ChatMessage], list[int], int]
+
+
 
 
 class ChatMemoryBuffer:
@@ -92,9 +94,9 @@ class ChatMemoryBuffer:
         return n
 
     def put(self, message: ChatMessage) -> None:
-        """Append one message."""
+        """Append one message (a LlamaIndex ``ChatMessage`` is taken as one of ours)."""
         if not isinstance(message, ChatMessage):
-            raise TypeError(f"put() takes a ChatMessage, got {type(message).__name__}")
+            message = as_chat_message(message, "put() takes a ChatMessage")
         self._messages.append(message)
         self._counts.append(self._count(message))
 
@@ -104,10 +106,7 @@ class ChatMemoryBuffer:
 
     def set(self, messages: Iterable[ChatMessage]) -> None:
         """Replace the whole history."""
-        new = list(messages)
-        for m in new:
-            if not isinstance(m, ChatMessage):
-                raise TypeError(f"set() takes ChatMessage objects, got {type(m).__name__}")
+        new = [m if isinstance(m, ChatMessage) else as_chat_message(m, "set() takes ChatMessage objects") for m in messages]
         self._messages = new
         self._counts = [self._count(m) for m in new]
 

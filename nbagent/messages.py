@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Any
 
@@ -47,6 +48,7 @@ class ChatMessage(LeanModel):
     name: str | None = Field(default=None, description="For role=tool: the tool's name.")
     additional_kwargs: dict[str, Any] = Field(default_factory=dict)
 
+
     @property
     def text(self) -> str:
         """The message's text, with image parts left out."""
@@ -61,6 +63,53 @@ class ChatMessage(LeanModel):
 
     def _repr_html_(self) -> str | None:
         return html_view(self)
+
+
+def _call_of(raw: Any) -> ToolSelection | None:
+    """One tool call kept by a LlamaIndex message: a ToolSelection-like object or dict, or an
+    OpenAI tool call (``id``, ``function.name``, ``function.arguments`` as JSON)."""
+    get = raw.get if isinstance(raw, dict) else lambda key, default=None: getattr(raw, key, default)
+    if get("tool_name") is not None:
+        kwargs = get("tool_kwargs") or {}
+        return ToolSelection(tool_id=str(get("tool_id") or ""), tool_name=str(get("tool_name")), tool_kwargs=dict(kwargs))
+    function = get("function")
+    if function is not None:
+        fget = function.get if isinstance(function, dict) else lambda key, default=None: getattr(function, key, default)
+        arguments = fget("arguments") or "{}"
+        try:
+            kwargs = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        except (ValueError, TypeError):
+            kwargs = {"__raw__": arguments}
+        return ToolSelection(tool_id=str(get("id") or ""), tool_name=str(fget("name") or ""), tool_kwargs=kwargs if isinstance(kwargs, dict) else {"__raw__": kwargs})
+    return None
+
+
+def as_chat_message(value: Any, what: str = "expected a ChatMessage") -> ChatMessage:
+    """``value`` as one of our ChatMessages: ours as it is; a LlamaIndex ``ChatMessage`` (code
+    written for the reference passes them: a chat history, a memory's ``put``) converted, its
+    role, text, and the tool calls and call id it keeps in ``additional_kwargs``; anything else
+    a TypeError that says ``what``."""
+    if isinstance(value, ChatMessage):
+        return value
+    if hasattr(value, "role") and hasattr(value, "additional_kwargs"):
+        return ChatMessage(**foreign_message_fields(value))
+    raise TypeError(f"{what}, got {type(value).__name__}")
+
+
+def foreign_message_fields(message: Any) -> dict[str, Any]:
+    """The fields of one of our ChatMessages for a LlamaIndex ``ChatMessage``."""
+    role = getattr(message, "role", "user")
+    extra = dict(getattr(message, "additional_kwargs", None) or {})
+    fields: dict[str, Any] = {"role": getattr(role, "value", role), "content": getattr(message, "content", None)}
+    calls = [c for c in (_call_of(raw) for raw in extra.get("tool_calls") or []) if c is not None]
+    if calls:
+        fields["tool_calls"] = calls
+        extra.pop("tool_calls")
+    for key in ("tool_call_id", "name"):
+        if extra.get(key) is not None:
+            fields[key] = str(extra.pop(key))
+    fields["additional_kwargs"] = extra
+    return fields
 
 
 class TokenUsage(BaseModel):

@@ -20,10 +20,12 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import field_validator
+
 from nbagent._counts import counted
 from nbagent.llms.base import LLM
 from nbagent.memory import ChatMemoryBuffer
-from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection
+from nbagent.messages import ChatMessage, MessageRole, ToolOutput, ToolSelection, as_chat_message
 from nbagent.prompts import PromptDictType, PromptMixin, PromptTemplate
 from nbagent.registry import show
 from nbagent.tools import FunctionTool, acall_tool, tools_by_name
@@ -92,6 +94,22 @@ class AgentWorkflowStartEvent(StartEvent):
     chat_history: list[ChatMessage] | None = None
     memory: Any = None
     max_iterations: int | None = None
+
+    @field_validator("user_msg", mode="before")
+    @classmethod
+    def _user_msg_of_llamaindex(cls, value: Any) -> Any:
+        """A LlamaIndex ``ChatMessage`` is taken as one of ours."""
+        if value is None or isinstance(value, (str, ChatMessage, dict)):
+            return value
+        return as_chat_message(value, "user_msg must be a str or a ChatMessage")
+
+    @field_validator("chat_history", mode="before")
+    @classmethod
+    def _history_of_llamaindex(cls, value: Any) -> Any:
+        """LlamaIndex ``ChatMessage`` objects are taken as ours."""
+        if not isinstance(value, (list, tuple)):
+            return value
+        return [m if isinstance(m, (ChatMessage, dict)) else as_chat_message(m, "chat_history takes ChatMessages") for m in value]
 
 
 def _fill(template: PromptTemplate, **values: str) -> str:
