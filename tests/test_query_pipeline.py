@@ -618,3 +618,37 @@ def test_tool_runner_runs_a_tool_by_name_and_names_the_tools_on_a_bad_name() -> 
         qp.run(tool_name="mul", tool_input={})
     with pytest.raises(TypeError, match="tool_input must be a dict of arguments, got str"):
         qp.run(tool_name="add", tool_input="2, 5")
+
+
+def test_a_custom_component_declares_fields_as_the_references_pydantic_components_do() -> None:
+    """LlamaIndex's own test_qp_agent_custom writes ``separator: str = Field(default=":")``."""
+    from pydantic import Field
+
+    from nbagent.query_pipeline import CustomQueryComponent
+
+    class Join(CustomQueryComponent):
+        separator: str = Field(default=":", description="Separator")
+        times: int = 2
+        tags: list[str] = Field(default_factory=list)
+        prefix: str
+
+        @property
+        def _input_keys(self) -> set[str]:
+            return {"a"}
+
+        @property
+        def _output_keys(self) -> set[str]:
+            return {"output"}
+
+        def _run_component(self, **kwargs: Any) -> dict[str, Any]:
+            return {"output": self.prefix + self.separator.join([kwargs["a"]] * self.times)}
+
+    join = Join(separator="/", prefix=">")
+    assert join.run_component(a="foo") == {"output": ">foo/foo"}
+    one, two = Join(prefix=""), Join(prefix="")
+    one.tags.append("x")
+    assert (one.separator, one.times, two.tags) == (":", 2, [])  # defaults, factories fresh
+    with pytest.raises(TypeError, match=r"Join got unexpected keyword argument\(s\) \['sep'\]; its fields are \['prefix', 'separator', 'tags', 'times'\]"):
+        Join(sep="/", prefix="")
+    with pytest.raises(TypeError, match="Join needs the field 'prefix'"):
+        Join()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -177,8 +179,51 @@ class QueryComponent(ABC):
         return f"{type(self).__name__}()"
 
 
+def _declared_fields(cls: type) -> dict[str, Any]:
+    """The fields a component subclass declares as a pydantic model would (``separator: str =
+    Field(default=":")`` or ``= ":"``): name -> default (``_MISSING_FIELD`` when required)."""
+    fields: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass in (CustomQueryComponent, QueryComponent, object) or not issubclass(klass, CustomQueryComponent):
+            continue
+        for name, annotation in vars(klass).get("__annotations__", {}).items():
+            if name.startswith("_") or "ClassVar" in str(annotation):
+                continue
+            default = vars(klass).get(name, _MISSING_FIELD)
+            if default is not _MISSING_FIELD and hasattr(default, "get_default"):  # a pydantic FieldInfo
+                default = default.get_default(call_default_factory=True)
+                default = _MISSING_FIELD if repr(default) == "PydanticUndefined" else default
+            fields[name] = default
+    return fields
+
+
+_MISSING_FIELD: Any = object()
+
+
 class CustomQueryComponent(QueryComponent):
-    """Subclass and give ``_input_keys``, ``_output_keys`` and ``_run_component``."""
+    """Subclass and give ``_input_keys``, ``_output_keys`` and ``_run_component``.
+
+    As on the reference (whose components are pydantic models), a subclass may declare fields
+    (``separator: str = Field(default=":")``): they are keyword arguments of the constructor,
+    set on the instance; a required one left out, or an unknown one, is a TypeError.
+    """
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__()
+        declared = _declared_fields(type(self))
+        unknown = sorted(set(fields) - set(declared))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unexpected keyword argument(s) {unknown}; its fields are "
+                f"{sorted(declared) or 'none'}"
+            )
+        for name, default in declared.items():
+            if name in fields:
+                setattr(self, name, fields[name])
+            elif default is _MISSING_FIELD:
+                raise TypeError(f"{type(self).__name__} needs the field {name!r}")
+            else:
+                setattr(self, name, copy.copy(default))
 
     @property
     def _input_keys(self) -> set[str]:
