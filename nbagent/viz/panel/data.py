@@ -9,6 +9,7 @@ nothing here is escaped for HTML. The panel widget sends them as traitlets; see
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,6 @@ __all__ = [
     "button_flags",
     "inspector_data",
     "node_data",
-    "collapsed_runs",
     "status_data",
     "status_text",
     "task_options",
@@ -100,42 +100,22 @@ def task_options(runner: AgentRunner) -> list[dict[str, str]]:
     ]
 
 
-def collapsed_runs(state: TaskState, *, collapse_after: int | None = 40, keep_ends: int = 4,
-                   **_other_options: Any) -> list[list[str]]:
-    """The runs of steps the step graph folds into one "… N steps …" node (``c0``, ``c1``...
-    in this order), found as ``task_to_dot`` finds them with the same options."""
-    from nbagent.viz.dot.collapse import _chains, _collapsible
-    from nbagent.viz.dot.model import _collect, _status
-
-    g = _collect(state)
-    if collapse_after is None or len(g.order) <= collapse_after:
-        return []
-    statuses = {sid: _status(state, sid) for sid in g.order}
-    failed = {f.step_id for f in list(state.failures)}
-    undone = {o.task_step.step_id for o in list(state.undone_outputs)}
-    return _chains(g, _collapsible(state, g, statuses, keep_ends, failed, undone))
-
-
-def node_data(state: TaskState | None, **graph_options: Any) -> list[dict[str, Any]]:
-    """One entry per step node of the DOT text (``s0``.. in registry order, ``u0``.. for the
-    runs an undo took back, ``c0``.. for a run of steps drawn as one node, which stands for its
-    last step): ``{"name", "step", "number", "status", "head", "text"}`` (and ``"label"`` for a
-    folded run). The front end finds a drawn node by ``name`` (the SVG ``<title>``), selects
-    ``step`` when it is clicked and reads ``number``/``status``/``text`` out to screen readers.
-    ``graph_options`` are the step graph's (``collapse_after``, ``keep_ends``...)."""
+def node_data(state: TaskState | None, dot: str) -> list[dict[str, Any]]:
+    """One entry per step (``s0``.. in registry order: the step picker lists them; a step
+    folded into a run drawn as one node, or cut by an undo, is not drawn on its own), per run an
+    undo took back (``u0``..) and per run of steps drawn as one node in ``dot`` (``c0``.., which
+    stands for its last step): ``{"name", "step", "number", "status", "head", "text"}`` (and
+    ``"label"`` for a folded run). ``dot`` is the DOT text of ``state``'s step graph. The front
+    end finds a drawn node by ``name`` (the SVG ``<title>``), selects ``step`` when it is
+    clicked and reads ``number``/``status``/``text`` (or ``label``) out to screen readers."""
     if state is None:
         return []
     from nbagent.viz.dot import node_names, shown_status, step_heads, step_numbers
 
-    names = node_names(state)
     numbers = step_numbers(state)
     heads = step_heads(state)
-    runs = collapsed_runs(state, **graph_options)
-    folded = {sid for run in runs for sid in run}
     nodes: list[dict[str, Any]] = []
-    for sid, name in names.items():
-        if sid in folded:
-            continue  # not drawn on its own
+    for sid, name in node_names(state).items():
         step = state.steps.get(sid)
         text = "" if step is None or step.input is None else f"in: {preview(step.input, 120)}"
         out = state.outputs.get(sid)
@@ -146,17 +126,26 @@ def node_data(state: TaskState | None, **graph_options: Any) -> list[dict[str, A
             text = f"{text}; out: {said}" if text and said else text or (f"out: {said}" if said else "")
         nodes.append({"name": name, "step": sid, "number": numbers.get(sid, 0),
                       "status": shown_status(state, sid), "head": heads.get(sid, ""), "text": text})
-    for k, run in enumerate(runs):
-        first, last = numbers.get(run[0], 0), numbers.get(run[-1], 0)
-        nodes.append({"name": f"c{k}", "step": run[-1], "number": last, "status": "done",
-                      "head": heads.get(run[-1], ""), "text": f"{len(run)} steps drawn as one",
-                      "label": f"Steps {first} to {last}, done, drawn as one node: opens step {last}"})
+    if "\n  c" in dot:  # runs of steps drawn as one node
+        undone = set(state.undone_ids)
+        by_number = {n: sid for sid, n in numbers.items() if sid not in undone}
+        for name, first, last in _FOLDED_NODE.findall(dot):
+            sid = by_number.get(int(last))
+            if sid is None:
+                continue
+            nodes.append({"name": name, "step": sid, "number": int(last), "status": "done",
+                          "head": heads.get(sid, ""), "text": f"steps {first} to {last} drawn as one",
+                          "label": f"Steps {first} to {last}, done, drawn as one node: opens step {last}"})
     for k, out in enumerate(list(state.undone_outputs)):
         sid = out.task_step.step_id
         nodes.append({"name": f"u{k}", "step": sid, "number": numbers.get(sid, 0), "status": "undone run",
                       "head": f"#{numbers.get(sid, '?')} undone run",
                       "text": "" if out.input is None else f"in: {preview(out.input, 120)}"})
     return nodes
+
+
+# the node line of a run of steps drawn as one ("#5–#17") in the step graph's DOT text
+_FOLDED_NODE = re.compile(r"^  (c\d+) \[label=<[^\n]*?#(\d+)–#(\d+)", re.M)
 
 
 def status_data(

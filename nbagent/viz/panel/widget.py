@@ -299,8 +299,9 @@ class AgentPanel(anywidget.AnyWidget):  # type: ignore[misc]
             state = c.state
             busy = c.busy
             selected = c.inspected_step() or ""
-            self._set("dot", c.dot())
-            self._set("nodes", data.node_data(state, **c.graph.options))
+            dot = c.dot()
+            self._set("dot", dot)
+            self._set("nodes", data.node_data(state, dot))
             self._set("task", c.task_id or "")
             self._set("tasks", data.task_options(c.runner))
             self._set("buttons", data.button_flags(state, busy))
