@@ -174,7 +174,8 @@ def test_every_twin_works_with_no_widget_library_imported() -> None:
 
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["loaded"] == [], f"the controller pulled in widget modules: {report['loaded']}"
-    assert report["kinds"] == ["inject", "state", "tokens"]
+    # no step here streams: a step's start and end reach the token view with the state's redraw
+    assert report["kinds"] == ["inject", "state"]
 
 
 # ----- in this process: what the views are told ------------------------------------------------
@@ -224,6 +225,29 @@ def test_events_from_outside_the_panel_are_throttled_into_few_redraws() -> None:
     c.flush()
     assert kinds.count("state") == 2
     c.close()
+
+
+def test_a_slow_redraw_spaces_the_next_ones_further_apart() -> None:
+    """The views of a long task cost more to redraw: the throttle then waits ten times as long
+    as the last redraw took, so drawing never takes most of a run; 0 keeps every change drawn."""
+    import time
+
+    from nbagent.viz.panel.controller import REDRAW_SPACING
+
+    def slow_view(kind: str) -> None:
+        if kind == "state":
+            time.sleep(0.03)
+
+    runner = counting(40)
+    task = runner.create_task("x")
+    c = PanelController(runner, task, throttle_s=0.01, on_change=slow_view)
+    runner.run_step(task)  # a cell runs a step: the first redraw runs at once, and takes 30 ms
+    assert c._refresh_throttle.interval_s >= 0.03 * REDRAW_SPACING
+    c.close()
+    eager = PanelController(runner, task, throttle_s=0, on_change=slow_view)
+    runner.run_step(task)
+    assert eager._refresh_throttle.interval_s == 0
+    eager.close()
 
 
 def test_a_task_made_elsewhere_is_shown_when_none_was_and_a_deleted_one_goes() -> None:

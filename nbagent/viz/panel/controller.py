@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,29 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+#: a throttled redraw waits at least this many times as long as the last one took, so the views
+#: of a long task (whose redraw costs grow with its steps) take at most about a tenth of a run
+REDRAW_SPACING = 10.0
+
+
+def _paced(fn: Callable[[], None], interval_s: float) -> Throttle:
+    """A ``Throttle`` of ``fn`` at ``interval_s`` that spaces its calls further apart when a call
+    takes long (``REDRAW_SPACING``); what a person does is still drawn at once (``refresh_now``).
+    ``interval_s=0`` asks for every change drawn at once: kept as it is."""
+    if interval_s <= 0:
+        return Throttle(fn, interval_s)
+
+    def call() -> None:
+        started = time.perf_counter()
+        try:
+            fn()
+        finally:
+            throttle.interval_s = max(interval_s, (time.perf_counter() - started) * REDRAW_SPACING)
+
+    throttle = Throttle(call, interval_s)
+    return throttle
 
 
 def latest_step(state: TaskState) -> str | None:
@@ -129,8 +153,8 @@ class PanelController:
         self._token_chars = 0
         self._token_step: str | None = None
         self.lock = threading.RLock()  # held while the token buffer changes or a view reads it all
-        self._refresh_throttle = Throttle(lambda: self._emit("state"), throttle_s)
-        self._token_throttle = Throttle(lambda: self._emit("tokens"), min(throttle_s, 0.05))
+        self._refresh_throttle = _paced(lambda: self._emit("state"), throttle_s)
+        self._token_throttle = _paced(lambda: self._emit("tokens"), min(throttle_s, 0.05))
         self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
 
     # ----- what is shown -----------------------------------------------------------------
@@ -530,14 +554,11 @@ class PanelController:
         if event.task_id != self._task_id:
             self._refresh_throttle.request()  # the picker shows every task's status
             return
+        # the redraw this asks for also tells the token view which step streams and how it ended
         if isinstance(event, StepStarted):
             self._reset_tokens(event.step_id)
-            self._emit("tokens")
-        elif isinstance(event, (StepCompleted, StepFailed)):
-            self._token_throttle.flush()
-            self._emit("tokens")  # "streaming…" becomes how the step ended
-            if isinstance(event, StepCompleted) and event.is_last:
-                self._redraw_when_streamed(event.step_id)
+        elif isinstance(event, StepCompleted) and event.is_last:
+            self._redraw_when_streamed(event.step_id)
         self._refresh_throttle.request()
 
     def _redraw_when_streamed(self, step_id: str) -> None:
