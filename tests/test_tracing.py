@@ -723,3 +723,20 @@ def test_a_worker_that_steps_synchronously_is_traced_the_same(traced: Traced) ->
     assert traced.tree() == [
         "invoke_agent AgentRunner [AGENT]", "  step 1 [CHAIN]", "  step 2 [CHAIN]", "  step 3 [CHAIN]",
     ]
+
+
+def test_one_workflow_run_can_be_traced_on_its_own() -> None:
+    t = Traced()
+    wf = _summariser(ScriptedLLM(["short."], model="tiny"))
+
+    async def main() -> Any:
+        handler = wf.run(text="a long text")
+        tracing.trace_workflow(handler, t.provider)
+        return await handler
+
+    assert asyncio.run(main()) == "short."
+    assert t.tree() == ["invoke_workflow Summariser [CHAIN]", "  chat tiny [LLM]"]
+    (run,) = t.named("invoke_workflow")
+    assert run.attributes["nbagent.workflow.status"] == "done"
+    with pytest.raises(TypeError, match="needs a WorkflowHandler"):
+        tracing.trace_workflow(wf, t.provider)
