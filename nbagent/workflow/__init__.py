@@ -8,6 +8,7 @@ from nbagent.workflow.agent_events import (
     AgentOutput,
     AgentSetup,
     AgentStream,
+    AgentStreamStructuredOutput,
     ToolCall,
     ToolCallResult,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "AgentInput",
     "AgentSetup",
     "AgentStream",
+    "AgentStreamStructuredOutput",
     "AgentOutput",
     "ToolCall",
     "ToolCallResult",

@@ -1,10 +1,12 @@
 """The events of AgentWorkflow, streamed in this order for each agent step:
 ``AgentInput`` (what the model is sent), ``AgentStream`` (each streamed piece), ``AgentOutput``
-(the reply), then per tool call ``ToolCall`` and ``ToolCallResult``.
+(the reply), then per tool call ``ToolCall`` and ``ToolCallResult``; with a typed answer
+(``output_cls`` or ``structured_output_fn``), ``AgentStreamStructuredOutput`` before the end.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import Field
@@ -12,7 +14,15 @@ from pydantic import Field
 from nbagent.messages import ChatMessage, ToolOutput, ToolSelection
 from nbagent.workflow.events import Event
 
-__all__ = ["AgentInput", "AgentSetup", "AgentStream", "AgentOutput", "ToolCall", "ToolCallResult"]
+__all__ = [
+    "AgentInput",
+    "AgentSetup",
+    "AgentStream",
+    "AgentOutput",
+    "AgentStreamStructuredOutput",
+    "ToolCall",
+    "ToolCallResult",
+]
 
 
 class AgentInput(Event):
@@ -71,6 +81,22 @@ class AgentOutput(Event):
             return self.structured_response
         data = self.structured_response
         return model.model_validate(data.model_dump() if hasattr(data, "model_dump") else data)
+
+
+class AgentStreamStructuredOutput(Event):
+    """The typed answer of a run, streamed as soon as it is made (as the reference streams it):
+    ``output`` is its data as a dict; ``get_pydantic_model(Model)`` validates it."""
+
+    output: Any = Field(description="The typed answer's fields (a dict), or what structured_output_fn returned.")
+
+    def get_pydantic_model(self, model: type[Any]) -> Any:
+        """``output`` as ``model`` (validated); None when there is no output."""
+        if self.output is None:
+            return None
+        return model.model_validate(self.output)
+
+    def __str__(self) -> str:
+        return json.dumps(self.output, indent=4, default=str)
 
 
 class ToolCall(Event):

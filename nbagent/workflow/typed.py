@@ -18,7 +18,7 @@ from typing import Any
 from nbagent import structured as _s
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, MessageRole
-from nbagent.workflow.agent_events import AgentOutput
+from nbagent.workflow.agent_events import AgentOutput, AgentStreamStructuredOutput
 from nbagent.workflow.context import Context
 from nbagent.workflow.events import Event
 
@@ -45,11 +45,14 @@ async def add_structured_response(
         if inspect.isawaitable(data):
             data = await data
         obj = cls.model_validate(data) if cls is not None else data
-        return output.model_copy(update={"structured_response": obj})
-    try:
-        obj = _s.parse_json_answer(output.response.text, cls)
-    except ValueError:
-        obj = await _ask(workflow, ctx, agent, cls, memory)
+    else:
+        try:
+            obj = _s.parse_json_answer(output.response.text, cls)
+        except ValueError:
+            obj = await _ask(workflow, ctx, agent, cls, memory)
+    # streamed as the reference streams it: the answer's data as a dict
+    data = obj.model_dump() if hasattr(obj, "model_dump") else obj
+    ctx.write_event_to_stream(AgentStreamStructuredOutput(output=data))
     return output.model_copy(update={"structured_response": obj})
 
 

@@ -36,6 +36,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "AgentOutput": ("llama_index.core.agent.workflow:AgentOutput", "nbagent.workflow:AgentOutput"),
     "ToolCall": ("llama_index.core.agent.workflow:ToolCall", "nbagent.workflow:ToolCall"),
     "ToolCallResult": ("llama_index.core.agent.workflow:ToolCallResult", "nbagent.workflow:ToolCallResult"),
+    "AgentStreamStructuredOutput": (
+        "llama_index.core.agent.workflow:AgentStreamStructuredOutput", "nbagent.workflow:AgentStreamStructuredOutput"
+    ),
     # the step-wise agents (llama_index.core.agent)
     "FunctionCallingAgent": ("llama_index.core.agent:FunctionCallingAgent", "nbagent:FunctionCallingAgent"),
     "RunnerReActAgent": ("llama_index.core.agent:ReActAgent", "nbagent:ReActAgent"),
