@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from nbagent.messages import TokenUsage
 
@@ -55,6 +55,10 @@ log = logging.getLogger("nbagent.events")
 @dataclass(frozen=True, slots=True)
 class Event:
     """Base of all events: which task, and when (``time.time()``)."""
+
+    #: an observation (a model or tool call, a batch), not a change of a task's state: only
+    #: listeners that name its type hear it; ``subscribe(fn)`` with no types hears the changes
+    named_only: ClassVar[bool] = False
 
     task_id: str
     at: float = field(default_factory=time.time, kw_only=True)
@@ -133,6 +137,8 @@ class ModelCalled(Event):
     content must copy what it keeps. ``reply`` is None and ``error_type`` set when it failed.
     """
 
+    named_only: ClassVar[bool] = True
+
     step_id: str
     model: str
     provider: str
@@ -154,6 +160,8 @@ class ToolCalled(Event):
     ``error_type`` names it).
     """
 
+    named_only: ClassVar[bool] = True
+
     step_id: str
     call_id: str
     tool_call_id: str | None
@@ -167,6 +175,8 @@ class ToolCalled(Event):
 class BatchStarted(Event):
     """A batch of tasks starts on this runner (``task_id`` is empty: it is no task's)."""
 
+    named_only: ClassVar[bool] = True
+
     batch: str
     size: int
 
@@ -175,6 +185,8 @@ class BatchStarted(Event):
 class BatchTaskStarted(Event):
     """Task ``task_id`` runs input ``index`` of batch ``batch``."""
 
+    named_only: ClassVar[bool] = True
+
     batch: str
     index: int
 
@@ -182,6 +194,8 @@ class BatchTaskStarted(Event):
 @dataclass(frozen=True, slots=True)
 class BatchEnded(Event):
     """A batch ended: how many of its items ``failed`` and whether it was ``stopped``."""
+
+    named_only: ClassVar[bool] = True
 
     batch: str
     failed: int
@@ -233,13 +247,21 @@ class EventDispatcher:
         table = self._wanted  # a (un)subscribe meanwhile replaces it: no stale answer is kept
         wanted = table.get(event_type)
         if wanted is None:
-            wanted = table[event_type] = any(t is None or issubclass(event_type, t) for _, t in self._listeners)
+            named_only = event_type.named_only
+            wanted = table[event_type] = any(
+                issubclass(event_type, t) if t is not None else not named_only for _, t in self._listeners
+            )
         return wanted
 
     def emit(self, event: Event) -> None:
-        """Call every listener of the event's type, in the order they subscribed."""
+        """Call every listener of the event's type, in the order they subscribed (an
+        observation only those that named its type)."""
+        named_only = event.named_only
         for fn, types in list(self._listeners):
-            if types is not None and not isinstance(event, types):
+            if types is None:
+                if named_only:
+                    continue
+            elif not isinstance(event, types):
                 continue
             try:
                 fn(event)

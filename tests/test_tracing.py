@@ -740,3 +740,26 @@ def test_one_workflow_run_can_be_traced_on_its_own() -> None:
     assert run.attributes["nbagent.workflow.status"] == "done"
     with pytest.raises(TypeError, match="needs a WorkflowHandler"):
         tracing.trace_workflow(wf, t.provider)
+
+
+def test_observations_reach_only_listeners_that_name_them(traced: Traced, tmp_path: Any) -> None:
+    """A model or tool call is no change of a task: a listener of every change (the panel, the
+    live graph, autosave) never hears one, and alone makes the engine build none."""
+    from nbagent import events
+
+    agent = FunctionCallingAgent.from_tools(
+        [FunctionTool.from_defaults(add)], llm=ScriptedLLM([tool_call("add", a=1, b=2), "3"] * 2),
+        autosave=tmp_path / "run.db",
+    )
+    heard: list[str] = []
+    agent.subscribe(lambda e: heard.append(type(e).__name__))
+    agent.chat("go")  # traced: the tracer names them
+    assert not {"ModelCalled", "ToolCalled"} & set(heard) and "StepCompleted" in heard
+    assert len(traced.named("chat")) == 2 and len(traced.named("execute_tool")) == 1
+    tracing.uninstrument()
+    assert not agent.events.wants(events.ModelCalled) and not agent.events.wants(events.ToolCalled)
+    assert agent.events.wants(events.StepCompleted)
+    from nbagent import AgentRunner
+
+    loaded = AgentRunner.load(tmp_path / "run.db", agent.agent_worker)  # the store kept the whole run
+    assert [len(s.completed_steps) for s in loaded.tasks.values()] == [2]
