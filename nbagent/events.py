@@ -398,7 +398,10 @@ def announce_source(source: Any, *, keep: bool = True) -> None:
     """A new runner (``keep``: remembered while it lives) or workflow run: each watcher
     attaches to it now. A watcher that raises is logged, never breaks the caller."""
     if keep:
-        _sources.add(source)
+        try:
+            _sources.add(source)
+        except TypeError:  # unhashable (a subclass with __eq__ and no __hash__): new watchers miss it
+            pass
     for watcher in list(_watchers):
         try:
             watcher(source)

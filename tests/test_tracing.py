@@ -763,3 +763,21 @@ def test_observations_reach_only_listeners_that_name_them(traced: Traced, tmp_pa
 
     loaded = AgentRunner.load(tmp_path / "run.db", agent.agent_worker)  # the store kept the whole run
     assert [len(s.completed_steps) for s in loaded.tasks.values()] == [2]
+
+
+def test_a_runner_class_that_is_not_hashable_still_works_and_is_traced_once_instrumented() -> None:
+    class Comparable(FunctionCallingAgent):
+        def __eq__(self, other: object) -> bool:
+            return self is other
+
+        __hash__ = None  # type: ignore[assignment]
+
+    t = Traced()
+    tracing.instrument(t.provider)
+    try:
+        agent = Comparable.from_tools([], llm=ScriptedLLM(["hi"], repeat_last=True))
+        agent.chat("x")
+    finally:
+        tracing.uninstrument()
+    agent.chat("y")  # not traced any more
+    assert t.tree() == ["invoke_agent Comparable [AGENT]", "  step 1 [CHAIN]", "    chat scripted [LLM]"]

@@ -28,7 +28,8 @@ class _Global:
     def __init__(self, tracer: Any, capture: bool) -> None:
         self.tracer = tracer
         self.capture = capture
-        self.runners: weakref.WeakSet[Any] = weakref.WeakSet()  # runners it attached a tracer to
+        # the runners it attached a tracer to (weak references: a runner need not be hashable)
+        self.runners: list[weakref.ref[Any]] = []
         self.workflows: list[WorkflowTracer] = []
         self.unwatch: Any = None
 
@@ -40,9 +41,11 @@ class _Global:
         slots = getattr(source, "_services", None)
         if slots is None or slots.get(RunnerTracer) is not None:
             return  # not a runner, or it has a tracer of its own
+        if len(self.runners) % 256 == 255:  # now and then: forget runners that are gone
+            self.runners = [r for r in self.runners if r() is not None]
+        self.runners.append(weakref.ref(source))
         tracer = RunnerTracer(source, self.tracer, self.capture, own=False)
         slots.setdefault(RunnerTracer, lambda: tracer)
-        self.runners.add(source)
 
 
 _lock = threading.Lock()
@@ -72,7 +75,10 @@ def _uninstrument_locked() -> None:
     if g is None:
         return
     g.unwatch()
-    for runner in list(g.runners):
+    for ref in g.runners:
+        runner = ref()
+        if runner is None:
+            continue
         tracer = runner._services.get(RunnerTracer)
         if tracer is not None and not tracer.own:
             runner._services.pop(RunnerTracer)
@@ -112,7 +118,7 @@ def untrace_runner(runner: Any) -> None:
     if found is not None:
         found.close()
         if _global is not None:
-            _global.runners.discard(runner)
+            _global.runners = [r for r in _global.runners if r() is not runner]
 
 
 def trace_workflow(handler: Any, tracer_provider: Any = None, capture_content: bool = False) -> WorkflowTracer:
