@@ -781,3 +781,18 @@ def test_a_runner_class_that_is_not_hashable_still_works_and_is_traced_once_inst
         tracing.uninstrument()
     agent.chat("y")  # not traced any more
     assert t.tree() == ["invoke_agent Comparable [AGENT]", "  step 1 [CHAIN]", "    chat scripted [LLM]"]
+
+
+def test_a_step_still_streaming_when_tracing_stops_ends_as_interrupted() -> None:
+    t = Traced()
+    tracing.instrument(t.provider)
+    agent = FunctionCallingAgent.from_tools([], llm=ScriptedLLM(["a long streamed answer"]))
+    task = agent.create_task("hi")
+    out = agent.stream_step(task)  # returns while the reply streams: the step is not over
+    assert t.spans == []
+    tracing.uninstrument()
+    assert t.tree("nbagent.step.status") == [
+        "invoke_agent FunctionCallingAgent [AGENT]",
+        "  step 1 [CHAIN] nbagent.step.status=interrupted",
+    ]
+    assert "".join(out.output.response_gen) == "a long streamed answer"  # the run itself goes on

@@ -154,7 +154,8 @@ class RunnerTracer:
         if spans is None:
             return
         for step_id, step in spans.steps.items():  # a step still running when its task ended
-            self._draw_step(spans, step_id, step, {"nbagent.step.status": "interrupted"}, at or time.time())
+            when = at or time.time()
+            end(self._draw_step(spans, step_id, step, {"nbagent.step.status": "interrupted"}, when), when)
         spans.span.set_attribute("nbagent.task.status", status)
         spans.span.set_attribute("nbagent.task.steps", spans.count)
         if self.capture and output is not None:
