@@ -163,3 +163,26 @@ def test_a_callback_manager_is_accepted_and_has_no_effect() -> None:
     worker = FunctionCallingAgentWorker.from_tools([], llm=FunctionLLM(worker_brain))
     with pytest.warns(UserWarning, match="StructuredPlannerAgent: callback_manager is accepted for compatibility and has no effect"):
         StructuredPlannerAgent(worker, callback_manager=object())
+
+
+def test_a_failing_sub_task_loses_no_other_answer_and_can_be_run_again() -> None:
+    broken = {"B": True}
+
+    def brain(messages: list[ChatMessage], tools: Any) -> Any:
+        last = messages[-1]
+        if last.role == MessageRole.USER and last.text == "fetch B" and broken["B"]:
+            raise ConnectionError("the model is down")
+        return worker_brain(messages, tools)
+
+    tools = [FunctionTool.from_defaults(fetch)]
+    worker = FunctionCallingAgentWorker.from_tools(tools, llm=FunctionLLM(brain))
+    plan = [sub("A"), sub("B")]
+    agent = StructuredPlannerAgent(worker, tools=tools, llm=ScriptedLLM([tool_call("Plan", sub_tasks=plan)]))
+    with pytest.raises(ConnectionError, match="the model is down"):
+        agent.chat("fetch A and B")
+    plan_id = next(iter(agent.state.plan_dict))
+    assert [s.name for s in agent.state.get_completed_sub_tasks(plan_id)] == ["A"]
+    assert str(agent.state_of("A").final_response) == "found value of A"
+    assert agent.get_next_tasks(plan_id) == ["B"] and agent.get_upcoming_steps("B")  # still queued
+    broken["B"] = False
+    assert str(agent.run_task("B")) == "found value of B"

@@ -375,9 +375,13 @@ class StructuredPlannerAgent(AgentRunner):
             ready = self.get_next_tasks(plan_id)
             if not ready:
                 break
-            results = list(await asyncio.gather(*(self.arun_task(t, "wait", choice) for t in ready)))
-            for task_id in ready:
-                self.mark_task_complete(plan_id, task_id)
+            results = list(await asyncio.gather(*(self.arun_task(t, "wait", choice) for t in ready), return_exceptions=True))
+            failed = [r for r in results if isinstance(r, BaseException)]
+            for task_id, result in zip(ready, results):
+                if not isinstance(result, BaseException):  # a failing sub-task loses no other's answer
+                    self.mark_task_complete(plan_id, task_id)
+            if failed:  # the failed sub-task stays queued in its task: run_task retries it
+                raise failed[0]
             await self.arefine_plan(message, plan_id)
         if not results:
             raise ValueError(f"plan {plan_id!r} has no sub-task that can run (check their dependencies)")
