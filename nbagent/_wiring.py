@@ -39,6 +39,7 @@ VIEWS: tuple[tuple[str, str, str], ...] = (
     ("nbagent.batch.run.BatchRun", "progress", "nbagent.viz.batch.progress:start_progress"),
     ("nbagent.workflow.events.Event", "html", f"{_WORKFLOW_HTML}:event_html"),
     ("nbagent.workflow.agents.BaseWorkflowAgent", "html", f"{_WORKFLOW_HTML}:agent_html"),
+    ("nbagent.runner.planner.StructuredPlannerAgent", "html", "nbagent.viz.plan_dot:planner_html"),
     ("nbagent.runner.planner.StructuredPlannerAgent", "draw_plan", "nbagent.viz.plan_dot:draw_plan"),
     ("nbagent.workflow.workflow.Workflow", "html", f"{_WORKFLOW_HTML}:workflow_html"),
     ("nbagent.workflow.workflow.Workflow", "draw", f"{_WORKFLOW_HTML}:draw_workflow"),

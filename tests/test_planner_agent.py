@@ -186,3 +186,13 @@ def test_a_failing_sub_task_loses_no_other_answer_and_can_be_run_again() -> None
     assert agent.get_next_tasks(plan_id) == ["B"] and agent.get_upcoming_steps("B")  # still queued
     broken["B"] = False
     assert str(agent.run_task("B")) == "found value of B"
+
+
+def test_in_a_notebook_the_agent_shows_its_tasks_and_its_newest_plan() -> None:
+    agent = planner([tool_call("Plan", sub_tasks=[sub("A"), {**sub("<b>B</b>", "A")}])])
+    before = agent._repr_html_() or ""
+    assert "no tasks yet" in before and "sub-task" not in before
+    agent.create_plan("fetch")
+    html = agent._repr_html_() or ""
+    assert "StructuredPlannerAgent · 2 tasks" in html and "StructuredPlannerAgent plan" in html
+    assert "<b>B</b>" not in html and "&lt;b&gt;B&lt;/b&gt;" in html  # the plan's text escaped

@@ -5,7 +5,8 @@
 an edge from each dependency to the sub-task that waits for it, and a dashed node for a
 dependency the plan does not contain (such a sub-task never becomes ready). Labels are cleaned,
 truncated and escaped; node names are generated (``p0``, ``p1``...), never taken from the plan.
-``draw_plan`` reads an agent's plan and statuses and returns a displayable graph.
+``draw_plan`` reads an agent's plan and statuses and returns a displayable graph;
+``planner_html`` is the agent's notebook card: the runner's, then its newest plan drawn.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from nbagent.engine.state import StepStatus, TaskStatus
 from nbagent.viz.dot import STATUS_COLORS
 from nbagent.viz.escape import clean, html_text, preview
 from nbagent.viz.workflow_dot import _colors, _header, _node, check_workflow_options
-from nbagent.viz.workflow_html import DotDisplay
+from nbagent.viz.graph import DotDisplay
+from nbagent.viz.html.agents import runner_html
 
-__all__ = ["plan_to_dot", "plan_statuses", "draw_plan", "PLAN_STATUSES"]
+__all__ = ["plan_to_dot", "plan_statuses", "draw_plan", "planner_html", "PLAN_STATUSES"]
 
 # status -> (colours, what the legend calls it)
 PLAN_STATUSES: dict[str, tuple[tuple[str, str, str], str]] = {
@@ -122,3 +124,13 @@ def draw_plan(agent: Any, plan_id: str, **options: Any) -> DotDisplay:
         title=f"{type(agent).__name__} plan",
         fallback=lambda: _fallback_html(sub_tasks, statuses),
     )
+
+
+def planner_html(agent: Any) -> str:
+    """A StructuredPlannerAgent in a notebook: the runner's card (its tasks are the sub-tasks),
+    then its newest plan as the DAG it is."""
+    card = runner_html(agent)
+    plans = getattr(agent.state, "plan_dict", None) or {}
+    if not plans:
+        return card
+    return card + draw_plan(agent, next(reversed(plans))).html()
