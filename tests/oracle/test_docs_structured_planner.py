@@ -162,3 +162,17 @@ def test_item6_a_reply_without_a_plan_is_one_default_sub_task() -> None:
     assert ref[1].startswith("No complex plan predicted. Defaulting to a single task plan.\n=== Initial plan ===\ndefault:\n")
     assert ref[2] == [("default", "Summarize Lyft's risk factors.", "")]
     assert nb == ref
+
+
+def test_item6_a_custom_refine_prompt_is_what_the_model_reads() -> None:
+    prompt = "Refine: {task}\nDone:\n{completed_outputs}\nLeft:\n{remaining_sub_tasks}\nTools:\n{tools_str}"
+    seen = []
+    for api in docs_both():
+        agent, planner_llm, _ = _agent(api, [tool_call("Plan", sub_tasks=PLAN[:2]), "no change", "no change"], plan_refine_prompt=prompt)
+        with contextlib.redirect_stdout(io.StringIO()):
+            response = agent.chat("Summarize the risks of Lyft, then Uber.")
+        seen.append((str(response), [roles_contents(r)[-1][1] for r in api.requests(planner_llm)[1:]]))
+    first, second = seen[0][1]
+    assert first.startswith("Refine: Summarize the risks of Lyft, then Uber.\nDone:\nLyft Risks:\n\tLyft: competition and driver supply.\nLeft:\nSubTask(name='Uber Risks'")
+    assert second.startswith("Refine: Summarize the risks of Lyft, then Uber.\nDone:\nLyft Risks:") and "Left:\nNone\nTools:\nlyft_2021: " in second
+    assert seen[1] == seen[0]
