@@ -3,11 +3,25 @@
 ``CustomSimpleAgentWorker`` no-op step (the engine's sync early exit) and for a step that
 calls a scripted model and a tool (three spans a step instead of one).
 
-Every figure is the best of several windows of steps, the traced and untraced runners'
-windows interleaved (a busy machine slows them alike); the mean of the windows is in
-brackets. The no-op provider line is nbagent's own part (events, bookkeeping, the API calls);
-the bare SDK span line is what the OpenTelemetry SDK itself takes for one span, the floor. Off, tracing costs nothing: no listener, no event built, no opentelemetry import
-(tests/test_architecture.py checks the import)."""
+Which span processor is fair is a judgement, so both are measured. ``SimpleSpanProcessor``
+exports each span inside ``span.end()``, on the step's thread: the worst case, and the one to
+avoid with a real collector (a collector that is down would block the step for the exporter's
+timeout). ``BatchSpanProcessor`` (what the OpenTelemetry docs recommend, and what keeps a
+collector that is down from slowing a step) queues the span and exports from its own thread;
+its window is timed up to ``force_flush()``, so the export is counted, not hidden in a thread.
+
+The floor: the same untraced runner with a step's bare SDK spans made by hand (one a step,
+three for the step with calls; each with the step span's five attributes, explicit start
+and end times, under a parent context built once), into the same processor and exporter,
+and no nbagent tracing at all. Tracing cannot cost less than that with the stock SDK;
+nbagent's own part is the distance above it (and the no-op provider line: events,
+bookkeeping, the API calls). For a step as fast as an untraced
+no-op one (~35 us) the SDK's own span is about half a step or more, so whether 1.5x is met
+depends on the processor and the machine: the verdict prints the floor beside the figure.
+
+Every figure is the best of several windows of steps, all runners' windows interleaved (a
+busy machine slows them alike). Off, tracing costs nothing: no listener, no event built, no
+opentelemetry import (tests/test_architecture.py checks the import)."""
 
 from __future__ import annotations
 
@@ -23,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _noop import NoopWorker  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.trace import NoOpTracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import nbagent.tracing  # noqa: E402
@@ -76,74 +91,95 @@ def tool_runner(steps: int) -> tuple[Any, Any]:
     return runner, runner.create_task("add forever")
 
 
-def window(runner: Any, task: Any, n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        runner.run_step(task)
-    return (time.perf_counter() - start) / n
+#: the step span's attributes, for the floor's bare span (nbagent's own are the same five)
+STEP_ATTRIBUTES = {"openinference.span.kind": "CHAIN", "nbagent.step.id": "s", "nbagent.step.number": 1,
+                   "nbagent.step.status": "done", "nbagent.step.is_last": False}
+PROCESSORS = {"simple": SimpleSpanProcessor, "batch": BatchSpanProcessor}
 
 
-def in_memory() -> tuple[Any, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter
+class Subject:
+    """One runner of the comparison, traced or not, and how one window of its steps is timed."""
+
+    def __init__(self, make: Any, steps: int, processor: str | None = None, *, bare: int = 0, noop: bool = False) -> None:
+        self.runner, self.task = make(steps)
+        self.provider: Any = None
+        self.exporter: InMemorySpanExporter | None = None
+        self.bare: Any = None
+        if processor is not None:
+            self.exporter = InMemorySpanExporter()
+            self.provider = TracerProvider()
+            self.provider.add_span_processor(PROCESSORS[processor](self.exporter))
+        if bare:  # the floor: the SDK's spans of a step (``bare`` of them), by hand, nothing of nbagent
+            tracer = self.provider.get_tracer("bench")
+            self.bare = (tracer, trace.set_span_in_context(tracer.start_span("task")), range(bare))
+        elif noop:
+            nbagent.tracing.trace_runner(self.runner, NoOpTracerProvider())
+        elif self.provider is not None:
+            nbagent.tracing.trace_runner(self.runner, self.provider)
+
+    def window(self, n: int) -> float:
+        """Seconds a step over ``n`` steps (a batch processor's export included: flushed)."""
+        runner, task = self.runner, self.task
+        start = time.perf_counter()
+        if self.bare is None:
+            for _ in range(n):
+                runner.run_step(task)
+        else:
+            tracer, parent, spans = self.bare
+            for _ in range(n):
+                began = time.time_ns()
+                runner.run_step(task)
+                for _ in spans:
+                    span = tracer.start_span("step 1", context=parent, attributes=STEP_ATTRIBUTES, start_time=began)
+                    span.end(end_time=time.time_ns())
+        if self.provider is not None:
+            self.provider.force_flush()
+        took = (time.perf_counter() - start) / n
+        if self.exporter is not None:
+            self.exporter.clear()  # the exporter's list is the user's memory, not the step's cost
+        return took
 
 
-def compare(make: Any, label: str, window_steps: int) -> float:
-    """Best-of-windows seconds per step: untraced, traced into a no-op provider (nbagent's own
-    part: events and bookkeeping) and traced into the SDK with an in-memory exporter; prints
-    them and returns the last ratio."""
-    steps = window_steps * (WINDOWS + 2) + 10
-    provider, exporter = in_memory()
-    runners = {"untraced": make(steps), "no-op provider": make(steps), "SDK, in memory": make(steps)}
-    nbagent.tracing.trace_runner(runners["no-op provider"][0], NoOpTracerProvider())
-    nbagent.tracing.trace_runner(runners["SDK, in memory"][0], provider)
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for key, (runner, task) in runners.items():  # warm each
-        window(runner, task, window_steps)
+def compare(make: Any, label: str, window_steps: int, spans: int = 1) -> dict[str, float]:
+    """Best-of-windows seconds per step of each subject (the floor: ``spans`` bare spans a
+    step); prints them, returns the ratios to the untraced step."""
+    steps = window_steps * (WINDOWS + 2) + 20
+    subjects = {"untraced": Subject(make, steps), "nbagent, no-op provider": Subject(make, steps, noop=True)}
+    for name in PROCESSORS:
+        subjects[f"floor, {name}"] = Subject(make, steps, name, bare=spans)
+        subjects[f"nbagent, {name}"] = Subject(make, steps, name)
+    times: dict[str, list[float]] = {k: [] for k in subjects}
+    for subject in subjects.values():  # warm each
+        subject.window(window_steps)
     for _ in range(WINDOWS):
-        for key, (runner, task) in runners.items():
-            times[key].append(window(runner, task, window_steps))
-        exporter.clear()  # the exporter's list is the user's memory, not the step's cost
-    runner, task = runners["SDK, in memory"]
-    window(runner, task, 10)
-    spans_per_step = len(exporter.get_finished_spans()) / 10
+        for key, subject in subjects.items():
+            times[key].append(subject.window(window_steps))
+    counted = subjects["nbagent, simple"]
+    assert counted.exporter is not None
+    for _ in range(10):
+        counted.runner.run_step(counted.task)
+    spans_per_step = len(counted.exporter.get_finished_spans()) / 10
     base = min(times["untraced"])
     print(f"{label} ({spans_per_step:.0f} span(s) a step, best of {WINDOWS} windows of {window_steps} steps [mean]):")
+    ratios = {}
     for key, got in times.items():
         best = min(got)
-        print(f"  {key:16} {best * 1e6:8.1f} us/step [{sum(got) / len(got) * 1e6:8.1f}]  {best / base:.2f}x")
-    return min(times["SDK, in memory"]) / base
-
-
-def bare_span_us(window_spans: int) -> float:
-    """What the SDK alone takes for one span like a step's (started under a parent with five
-    attributes and ended, into the in-memory exporter): the floor of tracing a step."""
-    from opentelemetry import trace
-
-    provider, exporter = in_memory()
-    tracer = provider.get_tracer("bench")
-    parent = trace.set_span_in_context(tracer.start_span("task"))
-    attrs = {"openinference.span.kind": "CHAIN", "nbagent.step.id": "s", "nbagent.step.number": 1,
-             "nbagent.step.status": "done", "nbagent.step.is_last": False}
-    best = float("inf")
-    for _ in range(WINDOWS):
-        start = time.perf_counter()
-        for _ in range(window_spans):
-            tracer.start_span("step 1", context=parent, attributes=attrs, start_time=time.time_ns()).end()
-        best = min(best, (time.perf_counter() - start) / window_spans)
-        exporter.clear()
-    return best * 1e6
+        ratios[key] = best / base
+        extra = "" if key == "untraced" else f"  +{(best - base) * 1e6:5.1f} us"
+        print(f"  {key:24} {best * 1e6:8.1f} us/step [{sum(got) / len(got) * 1e6:8.1f}]  {best / base:.2f}x{extra}")
+    return ratios
 
 
 def main() -> None:
-    ratio = compare(noop_runner, "a no-op step", WINDOW)
-    print(f"  (one bare SDK span like a step's, best of {WINDOWS} windows: {bare_span_us(WINDOW):.1f} us)")
+    ratios = compare(noop_runner, "a no-op step", WINDOW)
     compare(sync_noop_runner, "a sync no-op step (CustomSimpleAgentWorker)", WINDOW)
-    compare(tool_runner, "a step with a scripted model call and a tool call", max(20, WINDOW // 10))
-    verdict = "within" if ratio <= BUDGET else "OVER"
-    print(f"budget: a traced no-op step <= {BUDGET}x an untraced one (SDK, in-memory exporter): {ratio:.2f}x, {verdict} budget")
+    compare(tool_runner, "a step with a scripted model call and a tool call", max(20, WINDOW // 10), spans=3)
+    print(f"budget: a traced no-op step <= {BUDGET}x an untraced one (SDK, in-memory exporter):")
+    for name in PROCESSORS:
+        got, floor = ratios[f"nbagent, {name}"], ratios[f"floor, {name}"]
+        verdict = "within" if got <= BUDGET else "OVER"
+        below = "  (the SDK's own span alone is over it: the budget is below the floor here)" if floor > BUDGET else ""
+        print(f"  {name:6} span processor: {got:.2f}x, {verdict} budget; floor {floor:.2f}x, nbagent above it {got - floor:+.2f}x{below}")
 
 
 if __name__ == "__main__":
