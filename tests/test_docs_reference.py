@@ -105,11 +105,14 @@ def test_example_links_prefer_pages_that_use_the_class() -> None:
         "tutorials/01_a": "handler = wf.run(stepwise=True)\nawait handler.run_step()",
         "tutorials/02_b": "agent = ReActAgent.from_tools([])\nagent.run_step(task)",
         "howto/c": "x = FunctionTool.from_defaults(f)",
+        "howto/d": "import nbagent.tracing\nnbagent.tracing.instrument(tracer_provider=p)\nlib.uninstrument()",
     }
     assert links.examples_for("run_step", code, nbagent.AgentRunner) == ["tutorials/02_b", "tutorials/01_a"]
     assert links.examples_for("FunctionTool", code) == ["howto/c"]
     assert links.examples_for("Tool", code) == [], "a whole word, not part of one"
     assert links.examples_for("undo_step", code, nbagent.AgentRunner) == []
+    assert links.examples_for("instrument", code, module="tracing") == ["howto/d"], "a function after its module"
+    assert links.examples_for("uninstrument", code, module="tracing") == [], "not another module's function"
     pages = links.page_code()
     assert "tutorials/01_quickstart" in pages and "howto/write-a-worker" in pages
     assert "agent.run_step(task)" in pages["tutorials/01_quickstart"]

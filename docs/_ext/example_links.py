@@ -2,7 +2,8 @@
 
 A newcomer who finds a method in the reference gets one click to code that calls it. The code
 of every tutorial (``notebooks/*.ipynb``) and executed page (``{code-cell}`` blocks of
-``docs/**/*.md``) is scanned once per build: a class is used where its name appears; a method
+``docs/**/*.md``) is scanned once per build: a class is used where its name appears (a
+function also after its module's name: ``tracing.instrument(``); a method
 ``m`` of class ``C`` where ``.m(`` appears, on pages that also name ``C`` (or a subclass of it,
 ``ReActAgent`` for ``AgentRunner``) first, then on any other page. At most ``LIMIT`` links.
 """
@@ -49,15 +50,19 @@ def _names(cls: type) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def _word(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+def _word(name: str, module: str = "") -> re.Pattern[str]:
+    """``name`` alone, or after its module's last part (``tracing.instrument(``, as code
+    that imports the module calls a function of it)."""
+    qualified = rf"|\b{re.escape(module)}\.{re.escape(name)}\b" if module else ""
+    return re.compile(rf"(?<![\w.]){re.escape(name)}\b{qualified}")
 
 
-def examples_for(name: str, code: dict[str, str], owner: type | None = None) -> list[str]:
-    """The docnames whose code uses ``name``: a class or function's name, or with ``owner``
-    (its class), a method's name; best first."""
+def examples_for(name: str, code: dict[str, str], owner: type | None = None, module: str = "") -> list[str]:
+    """The docnames whose code uses ``name``: a class or function's name (alone or after
+    ``module``, the last part of its module's name), or with ``owner`` (its class), a method's
+    name; best first."""
     if owner is None:
-        pattern = _word(name)
+        pattern = _word(name, module)
         return [doc for doc, text in code.items() if pattern.search(text)][:LIMIT]
     call = re.compile(rf"\.{re.escape(name)}\(")
     using = [doc for doc, text in code.items() if call.search(text)]
@@ -83,7 +88,7 @@ def _append(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[
         from api_pages import resolve
 
         owner = resolve(parent)
-    docs = examples_for(short, _CODE, owner)
+    docs = examples_for(short, _CODE, owner, parent.rpartition(".")[2])
     if docs:
         lines.extend(["", "*Examples:* " + ", ".join(f":doc:`/{doc}`" for doc in docs), ""])
 

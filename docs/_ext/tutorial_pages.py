@@ -43,9 +43,10 @@ def launch_cell(name: str) -> dict[str, object]:
     href = f"../lite/lab/index.html?path={name}.ipynb"
     text = (f'<p class="nbagent-launch"><a href="{href}">Launch this tutorial in the browser</a> '
             "(JupyterLite: Python in the page, nothing to install; the first run loads for a "
-            "while). In the browser the synchronous calls do not work yet: write "
-            "<code>await agent.arun_step(task)</code> where a cell says "
-            "<code>agent.run_step(task)</code>.</p>")
+            "while). The cells run there as written, <code>agent.run_step(task)</code> "
+            "included; a synchronous call that has to wait (a real model over the network) needs "
+            "a browser with WebAssembly stack switching (JSPI), and without it says to write "
+            "<code>await agent.arun_step(task)</code> instead.</p>")
     return {"cell_type": "markdown", "id": f"launch-{name[:2]}", "metadata": {}, "source": text}
 
 
