@@ -20,20 +20,16 @@ _rng: random.Random | None = None
 # (a leftover timer, a panel run, a background loop) must not draw from, and so change, the
 # block's sequence; before this, such a thread made ``make demo``'s ids differ between runs
 _scoped: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar("nbagent_seeded_ids", default=None)
-_CLEAR_VERSION = ~((0xF << 76) | (0x3 << 62)) & ((1 << 128) - 1)
-_VERSION_4 = (0x4 << 76) | (0x2 << 62)
+# RFC 4122 version 4, variant 1, set on the 32 hex digits of 128 random bits: the version
+# digit (bits 76-79) is 4, the variant's two bits (62-63, the top of digit 16) are 10
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 
 def new_id() -> str:
     """Return a new id: a random uuid4, or the next one of the seeded sequence."""
     rng = current_rng()
-    if rng is None:
-        n = int.from_bytes(os.urandom(16), "big")
-    else:
-        n = rng.getrandbits(128)
-    n = (n & _CLEAR_VERSION) | _VERSION_4  # RFC 4122 version 4, variant 1
-    h = f"{n:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    h = os.urandom(16).hex() if rng is None else f"{rng.getrandbits(128):032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 def current_rng() -> random.Random | None:

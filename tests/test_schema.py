@@ -77,6 +77,22 @@ def test_seeded_ids_repeat_and_unseeded_are_random() -> None:
         seed_ids("7")  # type: ignore[arg-type]
 
 
+def test_ids_are_rfc_4122_version_4_and_seeded_ones_are_the_generators_bits() -> None:
+    # checked with the standard library's uuid: a seeded id is the uuid4 made of the
+    # generator's next 128 bits (so stored runs and notebooks keep their ids), a random one
+    # is a valid version 4 uuid too
+    import random
+    import uuid
+
+    with seeded_ids(11):
+        ids = [new_id() for _ in range(200)]
+    rng = random.Random(11)
+    assert ids == [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(200)]
+    for text in (*ids, *(new_id() for _ in range(200))):
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
 def test_step_output_str_is_output_and_json_has_ids() -> None:
     a, b = chain(2)
     out = TaskStepOutput(output=AgentChatResponse(response="42"), task_step=a, next_steps=[b], is_last=False)
