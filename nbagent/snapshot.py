@@ -116,6 +116,8 @@ def _same_token(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and type(a) in (int, str) and a == b)
 
 
+_NO_KEY: Any = object()  # equal to no key of a state dict
+
 _PLAIN = (dict, list, set)  # containers whose == compares contents (cheaper than a deep copy)
 
 
@@ -185,13 +187,20 @@ def snapshot_dict(
     snapshot of the same dict: a value equal to its copy there shares that copy, and a
     snapshot that differs from ``prev``'s full dict in one value only is a ``OneChange``.
     """
-    if all(isinstance(v, _IMMUTABLE) for v in d.values()):
+    for v in d.values():
+        if not isinstance(v, _IMMUTABLE):
+            break
+    else:
         return tuple(x for item in d.items() for x in item)
     memo = {} if memo is None else memo
     if type(prev) is OneChange:
         base: Any = prev.base
+        # prev.get(k) is its changed value for its key, else the base's (read below as bv)
+        one_key: Any = prev.key
+        one_value = prev.value
     else:
         base = prev if type(prev) is dict else None
+        one_key = one_value = _NO_KEY  # prev is the base itself
     if base is None or len(base) != len(d):
         before = prev if isinstance(prev, Mapping) else {}
         return shared_keys({k: _snap_value(v, memo, before.get(k)) for k, v in d.items()})
@@ -201,7 +210,7 @@ def snapshot_dict(
         if k != bk:  # another layout: a full snapshot
             changed = -2
             break
-        snap = _snap_value(v, memo, prev.get(k))  # type: ignore[union-attr]
+        snap = _snap_value(v, memo, one_value if k == one_key else bv)
         values.append(snap)
         if snap is not bv:
             changed = i if changed == -1 else -2
