@@ -27,6 +27,7 @@ class _SharedFieldsSet(set[str]):
 
 
 _FIELDS_SETS: dict[tuple[type, frozenset[str]], _SharedFieldsSet] = {}
+_set = object.__setattr__
 
 
 def _shared_set(cls: type, names: frozenset[str]) -> _SharedFieldsSet:
@@ -47,9 +48,13 @@ class LeanModel(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
     def model_post_init(self, __context: Any) -> None:
-        shared = _shared_set(type(self), frozenset(self.__pydantic_fields_set__))
-        object.__setattr__(self, "__pydantic_fields_set__", shared)
-        object.__setattr__(self, "__dict__", shared_keys(self.__dict__))
+        # every instance of a model passes here: _shared_set's lookup is inlined
+        key = (type(self), frozenset(self.__pydantic_fields_set__))
+        shared = _FIELDS_SETS.get(key)
+        if shared is None:
+            shared = _shared_set(*key)
+        _set(self, "__pydantic_fields_set__", shared)
+        _set(self, "__dict__", shared_keys(self.__dict__))
 
     def __setattr__(self, name: str, value: Any) -> None:
         fs = self.__pydantic_fields_set__
