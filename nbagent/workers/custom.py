@@ -146,7 +146,7 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
             result = self._run_step(step.step_state, task, input=step.input)
         else:
             result = await self._arun_step(step.step_state, task, input=step.input)
-        if inspect.isawaitable(result):
+        if type(result) is not tuple and inspect.isawaitable(result):  # a plain tuple never is
             result = await result
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TypeError(
