@@ -132,21 +132,24 @@ class StepAttempt:
 
 def mark_commit(state: TaskState, step: TaskStep, output: TaskStepOutput) -> CommitMark:
     sid = step.step_id
-    steps, queue = state.steps, state.step_queue
+    steps, queue, undone = state.steps, state.step_queue, state.undone_ids
+    linked = step.next_steps
     return CommitMark(
         len(state.completed_steps),
         tuple(
-            (
-                nxt,
-                (registered := nxt.step_id in steps),
-                nxt.step_id in state.undone_ids,
-                nxt.step_id in step.next_steps,
-                sid in nxt.prev_steps,
-                # only a registered step can be queued (a step is registered, then queued): a
-                # new one is not looked for in the queue, which a fan-out fills with hundreds
-                registered and any(s is nxt for s in queue),
-            )
-            for nxt in output.next_steps
+            [
+                (
+                    nxt,
+                    (registered := nxt.step_id in steps),
+                    nxt.step_id in undone,
+                    nxt.step_id in linked,
+                    sid in nxt.prev_steps,
+                    # only a registered step can be queued (a step is registered, then queued): a
+                    # new one is not looked for in the queue, which a fan-out fills with hundreds
+                    registered and any(s is nxt for s in queue),
+                )
+                for nxt in output.next_steps
+            ]
         ),
     )
 
