@@ -163,7 +163,8 @@ class StepCore(TaskHolder):
         **kwargs: Any,
     ) -> TaskStepOutput:
         state = self.state_of(task_id)
-        await streaming.aend_streamed_step(state)
+        if state.streaming is not None:  # a streamed step nobody read to its end ends first
+            await streaming.aend_streamed_step(state)
         att = txn.StepAttempt()
         try:  # from here to the return, any exception puts the task back (see engine.txn)
             att.claim = self._claim_token()
@@ -234,7 +235,7 @@ class StepCore(TaskHolder):
                     state.task_id,
                     step_id=picked.step_id,
                     is_last=output.is_last,
-                    next_step_ids=tuple(s.step_id for s in output.next_steps),
+                    next_step_ids=tuple([s.step_id for s in output.next_steps]),
                     latency_s=latency,
                     usage=output.usage,
                 )
