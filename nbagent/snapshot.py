@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Generic, SupportsIndex, TypeVar
 
 from nbagent._dicts import shared_keys
@@ -191,7 +191,7 @@ def snapshot_dict(
         if not isinstance(v, _IMMUTABLE):
             break
     else:
-        return tuple(x for item in d.items() for x in item)
+        return tuple(chain.from_iterable(d.items()))
     memo = {} if memo is None else memo
     if type(prev) is OneChange:
         base: Any = prev.base
