@@ -174,11 +174,13 @@ class TaskState:
     def is_step_ready(self, step: TaskStep) -> bool:
         """Ready when every step it depends on (``prev_steps``) is done, it is not held
         (``is_ready``) and none of its tool calls waits for approval."""
-        return (
-            step.is_ready
-            and all(pid in self.outputs for pid in step.prev_steps)
-            and not is_awaiting(step)
-        )
+        if not step.is_ready:
+            return False
+        outputs = self.outputs
+        for pid in step.prev_steps:
+            if pid not in outputs:
+                return False
+        return not is_awaiting(step)
 
     def held_steps(self) -> list[TaskStep]:
         """Queued steps held back (``is_ready=False``) until someone releases them."""
