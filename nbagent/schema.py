@@ -62,9 +62,13 @@ def _same_dict(value: Any) -> dict[str, Any]:
 
 
 def _same_steps(value: Any) -> list[TaskStep]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(s, TaskStep) for s in value):
-        raise TypeError(f"next_steps must be a list of TaskStep, got {value!r}")
-    return list(value) if isinstance(value, tuple) else value
+    if isinstance(value, (list, tuple)):
+        for s in value:
+            if not isinstance(s, TaskStep):
+                break
+        else:
+            return list(value) if isinstance(value, tuple) else value
+    raise TypeError(f"next_steps must be a list of TaskStep, got {value!r}")
 
 
 def _same_tool_outputs(value: Any) -> Sequence[ToolOutput]:
