@@ -333,7 +333,7 @@ def test_draw_is_svg_with_dot_and_a_list_with_the_source_without(monkeypatch: py
         assert "<svg" in workflow_html(wf)
     _hide_dot(monkeypatch, tmp_path)
     bundle = wf.draw_agents()._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "text/html"}
+    assert set(bundle) == {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"}  # the browser draws it
     page = bundle["text/html"]
     assert "not available" in page and "<td><code>triage</code>" in page and "DOT source" in page
     steps = wf.draw()._repr_mimebundle_()["text/html"]

@@ -1,6 +1,6 @@
 """``run_batch`` / ``arun_batch``: build a ``BatchRun``, show its progress, run it on the
-right loop (this thread's, or the background loop inside a notebook cell) and turn Ctrl-C
-into ``batch.stop()``, so that what finished is kept.
+right loop (this thread's, or the background loop inside a notebook cell; the page's loop
+where no thread can start) and turn Ctrl-C into ``batch.stop()``, so that what finished is kept.
 """
 
 from __future__ import annotations
@@ -74,11 +74,19 @@ def run_batch(
     )
     view = _start_progress(batch, progress)
     in_loop = _running_loop() is not None
+    if in_loop and not background and _sync.NO_THREADS:
+        # no thread to wait on (Pyodide): the tasks run concurrently on the page's loop, and
+        # this call waits for them as every sync call does there (JSPI, else CannotWaitHere)
+        try:
+            _sync.run_sync(_ran(batch))
+        finally:
+            _end_progress(view)
+        return batch
     if background or in_loop:
         # a notebook cell: run on the background loop and wait here, so that Ctrl-C reaches
-        # this thread and becomes batch.stop()
+        # this thread and becomes batch.stop() (no thread: background runs on the page's loop)
         coro = _with_view(batch, view if background else None)
-        fut = asyncio.run_coroutine_threadsafe(coro, _sync._portal_loop())
+        fut = asyncio.run_coroutine_threadsafe(coro, _sync.sync_loop() if _sync.NO_THREADS else _sync._portal_loop())
         batch._future = fut
         if background:
             return batch
@@ -101,6 +109,11 @@ async def _with_view(batch: BatchRun, view: Any) -> BatchRun:
         return await batch._arun()
     finally:
         _end_progress(view)
+
+
+async def _ran(batch: BatchRun) -> None:
+    # None, not the batch: Pyodide's JSPI wait (``_sync.run_sync``) would await the batch itself
+    await batch._arun()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nbagent import _sync
 from nbagent._counts import counted
 from nbagent.batch.isolate import BatchRunner, check_runner
 from nbagent.batch.results import (
@@ -283,6 +284,9 @@ class BatchRun(BatchScheduler):
 
     def wait(self, timeout: float | None = None) -> BatchRun:
         """Block until a background run ends (Ctrl-C stops it, keeping what finished)."""
+        if _sync.NO_THREADS and not self.finished:  # nothing can block: wait as a sync call does
+            _sync.run_sync(self._until_finished(timeout))
+            return self
         fut = self._future
         if fut is None:
             if not self.finished and self.started_at is None:
@@ -293,12 +297,17 @@ class BatchRun(BatchScheduler):
         return self
 
     def __await__(self) -> Any:
-        async def _join() -> BatchRun:
-            while not self.finished:
-                await asyncio.sleep(0.02)
-            return self
+        return self._join().__await__()
 
-        return _join().__await__()
+    async def _join(self) -> BatchRun:
+        await self._until_finished()
+        return self
+
+    async def _until_finished(self, timeout: float | None = None) -> None:
+        # returns None, not the batch: Pyodide's JSPI wait would await an awaitable result
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.finished and (end is None or time.monotonic() < end):
+            await asyncio.sleep(0.02)
 
     # ----- display -----------------------------------------------------------------------
     def __repr__(self) -> str:

@@ -101,7 +101,8 @@ class _DotGraph:
     def _repr_mimebundle_(
         self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None
     ) -> dict[str, Any]:
-        """``text/plain`` always; ``image/svg+xml`` when ``dot`` renders, else ``text/html``."""
+        """``text/plain`` always; ``image/svg+xml`` when ``dot`` renders, else ``text/html``
+        and (``renderer="auto"``) a widget that draws the DOT in the browser (``_wasm_view``)."""
         bundle: dict[str, Any] = {"text/plain": repr(self)}
         try:
             source = self.source
@@ -110,6 +111,8 @@ class _DotGraph:
                 bundle["image/svg+xml"] = svg
             else:
                 bundle["text/html"] = self._html(source, None)
+                if self.renderer == "auto":
+                    bundle.update(_wasm_view(source))
         except Exception as err:  # noqa: BLE001 - show the problem instead of raising
             bundle["text/html"] = error_html(f"this {self._noun} could not be drawn", err)
         keep = set(include) if include else None
@@ -117,11 +120,31 @@ class _DotGraph:
         return {k: v for k, v in bundle.items() if k == "text/plain" or ((keep is None or k in keep) and k not in drop)}
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _wasm_view(source: str) -> dict[str, Any]:
+    """Where no ``dot`` program runs (a browser's Pyodide has no subprocess), the picture is
+    drawn by the frontend: graphviz-anywidget's view, Graphviz compiled to WASM and bundled in
+    its ES module (nothing fetched). A frontend without widgets shows the ``text/html`` beside
+    it. Empty when graphviz-anywidget is missing or the widget cannot be made."""
+    try:
+        from graphviz_anywidget import GraphvizAnyWidget
+
+        data = GraphvizAnyWidget(dot_source=source, enable_zoom=False)._repr_mimebundle_()
+    except Exception:  # noqa: BLE001 - the HTML view is there already
+        return {}
+    if isinstance(data, tuple):  # anywidget returns (data, metadata)
+        data = data[0]
+    view = (data or {}).get(WIDGET_VIEW)
+    return {} if view is None else {WIDGET_VIEW: view}
+
+
 class StepGraph(_DotGraph):
     """A task's step graph; display it in a notebook, or use ``source`` / ``svg()`` / ``save()``.
 
-    ``renderer``: "auto" (SVG when ``dot`` is found, else HTML), "svg" or "html" (always the
-    static HTML view; useful where Graphviz is missing or for tests). Other keyword arguments
+    ``renderer``: "auto" (SVG when ``dot`` is found, else HTML and the picture drawn in the
+    browser), "svg" or "html" (always the static HTML view; useful for tests). Other keyword arguments
     go to ``task_to_dot`` (``max_label``, ``collapse_after``, ``rankdir``...).
     """
 

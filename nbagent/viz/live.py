@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from nbagent.events import Event, RunnerReset, StepCompleted, StepStarted, TaskDeleted, TokenStreamed
-from nbagent.viz.throttle import Throttle
+from nbagent.viz.throttle import Later, Throttle, call_later
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner, TaskRef
@@ -157,7 +157,7 @@ class LiveGraph:
         self.svg_draws = 0
         self._svg_html = ""
         self._svg_due: float | None = None
-        self._svg_timer: threading.Timer | None = None
+        self._svg_timer: Later | None = None
         self._draw_lock = threading.RLock()
         self.widget, self.in_browser = graph_widget(renderer, EMPTY_DOT)
         self._throttle = Throttle(self._draw, throttle_s)
@@ -283,10 +283,7 @@ class LiveGraph:
                     self._start_svg_timer(self.SVG_IDLE_S)
 
     def _start_svg_timer(self, delay: float) -> None:
-        timer = threading.Timer(delay, self._svg_fire)
-        timer.daemon = True
-        self._svg_timer = timer
-        timer.start()
+        self._svg_timer = call_later(delay, self._svg_fire)
 
     def _svg_fire(self) -> None:
         with self._draw_lock:

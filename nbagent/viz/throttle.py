@@ -2,7 +2,8 @@
 
 Views redraw through it (the live graph, the panels, the batch grid): a request made within
 the interval is kept and run at its end, on the running asyncio loop when there is one
-(Jupyter), else on a daemon timer thread.
+(Jupyter), else on a daemon timer thread; where no thread can start (the browser's Pyodide,
+``_sync.NO_THREADS``), on the page's event loop (``call_later``: the views' one timer).
 """
 
 from __future__ import annotations
@@ -11,12 +12,60 @@ import asyncio
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Throttle"]
+from nbagent import _sync
+
+__all__ = ["Throttle", "call_later", "Later"]
 
 log = logging.getLogger("nbagent.viz")
+
+
+class Later:
+    """A call ``call_later`` scheduled: ``cancel()`` it from any thread."""
+
+    __slots__ = ("handle", "loop", "thread")
+
+    def __init__(self, handle: asyncio.TimerHandle | threading.Timer, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.handle = handle
+        self.loop = loop  # None: a timer thread
+        self.thread = threading.get_ident()
+
+    def cancel(self) -> None:
+        loop = self.loop
+        if loop is None or self.thread == threading.get_ident() or not loop.is_running():
+            self.handle.cancel()
+        else:  # TimerHandle.cancel is not thread-safe
+            loop.call_soon_threadsafe(self.handle.cancel)
+
+
+def call_later(delay: float, fn: Callable[[], None]) -> Later:
+    """Call ``fn`` after ``delay`` seconds without blocking anyone. On the running loop when
+    there is one that keeps running (Jupyter); else on a daemon timer thread; where no thread
+    can start (Pyodide), on the page's loop, which the browser drives (``setTimeout``) whether
+    or not a cell runs."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or _is_transient(loop):
+        if not _sync.NO_THREADS:
+            timer = threading.Timer(delay, fn)
+            timer.daemon = True
+            timer.start()
+            return Later(timer, None)
+        loop = _page_loop()
+    return Later(loop.call_later(delay, fn), loop)
+
+
+def _page_loop() -> asyncio.AbstractEventLoop:
+    """The loop asyncio's policy gives this thread: in Pyodide the page's ``WebLoop``, which
+    runs callbacks from the browser's timers even while no Python code is running."""
+    with warnings.catch_warnings():  # the policy API is deprecated from 3.14; Pyodide sets it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return asyncio.get_event_loop_policy().get_event_loop()
 
 
 class Throttle:
@@ -24,8 +73,9 @@ class Throttle:
 
     ``request()`` calls ``fn`` at once when the last call is older than the interval, else
     marks a call as pending and schedules it for the end of the interval: on the running
-    asyncio loop when there is one (Jupyter), else on a daemon timer thread. ``flush()`` runs
-    a pending call now (loops call it when they end); calls never overlap.
+    asyncio loop when there is one (Jupyter), else on a daemon timer thread (``call_later``:
+    the page's loop where no thread can start). ``flush()`` runs a pending call now (loops
+    call it when they end); calls never overlap.
     """
 
     def __init__(self, fn: Callable[[], None], interval_s: float = 0.1) -> None:
@@ -36,8 +86,7 @@ class Throttle:
         self._lock = threading.RLock()
         self._last = float("-inf")
         self._pending = False
-        self._timer: Any = None  # asyncio.TimerHandle | threading.Timer | None
-        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._timer: Later | None = None
         self.calls = 0
 
     @property
@@ -81,46 +130,19 @@ class Throttle:
     def _fire(self) -> None:
         with self._lock:
             self._timer = None
-            self._timer_loop = None
             if self._pending:
                 self._call()
 
     def _schedule(self, delay: float) -> None:
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        if loop is not None and not _is_transient(loop):
-            self._timer = loop.call_later(delay, self._fire)
-            self._timer_loop = loop
-        else:
-            timer = threading.Timer(delay, self._fire)
-            timer.daemon = True
-            self._timer = timer
-            timer.start()
+        self._timer = call_later(delay, self._fire)
 
     def _cancel_timer(self) -> None:
-        timer, loop = self._timer, self._timer_loop
-        self._timer = None
-        self._timer_loop = None
-        if timer is None:
-            return
-        if loop is not None:
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop or not loop.is_running():
-                timer.cancel()
-            else:  # TimerHandle.cancel is not thread-safe
-                loop.call_soon_threadsafe(timer.cancel)
-        else:
+        timer, self._timer = self._timer, None
+        if timer is not None:
             timer.cancel()
 
 
 def _is_transient(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether ``loop`` is the per-thread loop ``run_sync`` drives only while a sync call runs
     (plain Python): a callback scheduled on it would wait for the next call, so use a timer."""
-    from nbagent import _sync
-
     return getattr(_sync._local, "loop", None) is loop
