@@ -418,9 +418,11 @@ def current_model(runner: Any) -> str | None:
     """The model the runner's worker calls now (its ``llm.model``; a loaded worker's saved
     one), or None. Asked after every step, so it never makes a worker raise AttributeError."""
     worker = getattr(runner, "agent_worker", None)
-    model = getattr(_attribute(worker, "llm"), "model", None)
-    if isinstance(model, str):
-        return model
+    llm = _attribute(worker, "llm")
+    if llm is not None:  # (None has no model: not asked, a failed lookup costs 0.2 us a step)
+        model = getattr(llm, "model", None)
+        if isinstance(model, str):
+            return model
     saved = _attribute(worker, "saved_model")
     return saved if isinstance(saved, str) else None
 
