@@ -20,7 +20,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from nbagent.costs import attach_cost_recorder
 from nbagent.engine.agent_state import AgentState
 from nbagent.engine.base_agent import BaseAgent, query_text
 from nbagent.engine.core import ChatResponseType, Mode
@@ -94,6 +93,8 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
         )
         if autosave is not None and store is not None:
             raise ValueError("pass autosave= (a run file or store path) or store= (a RunStore), not both")
+        from nbagent.costs import attach_cost_recorder  # on first use: import nbagent stays light
+
         attach_cost_recorder(self)  # before any store subscribes: a saved step has its model
         if autosave is not None or store is not None:  # save after every change (nbagent.store)
             self.autosave = autosave if store is None else store
