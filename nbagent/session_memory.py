@@ -244,21 +244,28 @@ class Memory(ChatMemoryBuffer):
     # -- the reference's async interface --------------------------------------------------
 
     async def aput(self, message: ChatMessage) -> None:
+        """``put`` for code written against the reference's async interface (nothing waits)."""
         self.put(message)
 
     async def aput_messages(self, messages: Iterable[ChatMessage]) -> None:
+        """``put_messages``, awaitable as on the reference."""
         self.put_messages(messages)
 
     async def aset(self, messages: Iterable[ChatMessage]) -> None:
+        """``set``, awaitable as on the reference."""
         self.set(messages)
 
     async def aget(self, input: str | None = None, **block_kwargs: Any) -> list[ChatMessage]:
+        """``get``, awaitable as on the reference (``block_kwargs``, the reference's options
+        for memory blocks, are accepted and change nothing: there are no blocks)."""
         return self.get(input, **block_kwargs)
 
     async def aget_all(self, status: Any = None) -> list[ChatMessage]:
+        """``get_all``, awaitable as on the reference."""
         return self.get_all(status)
 
     async def areset(self, status: Any = None) -> None:
+        """``reset``, awaitable as on the reference."""
         self.reset(status)
 
     # -- undo -----------------------------------------------------------------------------
@@ -269,6 +276,7 @@ class Memory(ChatMemoryBuffer):
         return messages, counts, n, self._archived
 
     def restore(self, snap: SessionSnapshot) -> None:  # type: ignore[override]
+        """Go back to a ``snapshot`` (undo): the messages and where the active ones start."""
         messages, counts, n, archived = snap
         super().restore((messages, counts, n))
         self._archived = archived

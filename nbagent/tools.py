@@ -260,14 +260,18 @@ class FunctionTool:
 
     @property
     def name(self) -> str:
+        """The name the model calls the tool by (``metadata.name``)."""
         return self.metadata.name
 
     @property
     def return_direct(self) -> bool:
+        """Whether the tool's result is the task's answer as it is, with no model turn after it."""
         return self.metadata.return_direct
 
     @property
     def requires_approval(self) -> bool:
+        """Whether a person approves each call of the tool before it runs (``approve`` /
+        ``reject`` on the runner)."""
         return self.metadata.requires_approval
 
     def _validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -359,6 +363,9 @@ class FunctionTool:
                 call.end(out)
 
     def call(self, **kwargs: Any) -> ToolOutput:
+        """Run the tool with arguments by name, from sync code (``acall`` awaited): the
+        arguments are checked against its schema, and an error the function raises comes back
+        as an error ``ToolOutput`` the model can read, not as an exception."""
         from nbagent._sync import run_sync
 
         return run_sync(self.acall(**kwargs))

@@ -28,25 +28,40 @@ __all__ = ["TaskState", "TaskStatus", "StepStatus", "StepFailure", "StepSnapshot
 class TaskStatus(str, Enum):
     """Where a task is in its life."""
 
-    PENDING = "pending"  # created, no step run yet
-    RUNNING = "running"  # a step is running now
-    ACTIVE = "active"  # some steps done, more to run
-    FAILED = "failed"  # the last attempt raised; the step waits to be retried
-    COMPLETED = "completed"  # the last step is done; finalize_response is next
+    #: created, no step run yet
+    PENDING = "pending"
+    #: a step is running now
+    RUNNING = "running"
+    #: some steps done, more to run
+    ACTIVE = "active"
+    #: the last attempt raised; the step waits, queued, to be retried
+    FAILED = "failed"
+    #: the last step is done; ``finalize_response`` is next
+    COMPLETED = "completed"
+    #: ``finalize_response`` ran: the answer is given and the conversation's memory has it
     FINALIZED = "finalized"
+    #: ``abandon_task`` ended it; the conversation's memory never got its messages
     ABANDONED = "abandoned"
 
 
 class StepStatus(str, Enum):
     """Where a step is: in the queue (ready or blocked), running, done, failed or undone."""
 
+    #: in the queue, ready to run
     QUEUED = "queued"
-    AWAITING = "awaiting approval"  # queued, with tool calls a person has not decided yet
-    HELD = "held"  # queued with is_ready=False and nothing to wait for: runs once released
+    #: queued, with tool calls a person has not approved or rejected yet
+    AWAITING = "awaiting approval"
+    #: queued with ``is_ready=False`` and nothing to wait for: runs once released
+    HELD = "held"
+    #: queued, waiting for the steps before it (``prev_steps``) to be done
     BLOCKED = "blocked"
+    #: running now
     RUNNING = "running"
+    #: run; its output is kept
     DONE = "done"
+    #: its last attempt raised; still queued, with its state as before the attempt
     FAILED = "failed"
+    #: run, then taken back with ``undo_step``; kept in the graph, drawn grey and dashed
     UNDONE = "undone"
 
 
@@ -122,6 +137,7 @@ class TaskState:
 
     @property
     def task_id(self) -> str:
+        """The id of the task this state belongs to (``task.task_id``)."""
         return self.task.task_id
 
     @property
@@ -132,6 +148,9 @@ class TaskState:
     # ----- reading -----------------------------------------------------------------------
     @property
     def status(self) -> TaskStatus:
+        """Where the task is, worked out from its steps rather than stored, so it can never
+        disagree with them: abandoned, finalized, running, completed (last step done), failed
+        (its last attempt failed), active (some steps done) or pending."""
         if self.abandoned:
             return TaskStatus.ABANDONED
         if self.finalized:
@@ -154,6 +173,8 @@ class TaskState:
         return sid
 
     def step_status(self, step_id: str) -> StepStatus:
+        """Where one step is (running, done, undone, failed, awaiting approval, held, blocked
+        on the steps before it, or queued): what the graph colours and the panel lists."""
         if step_id in self.running:
             return StepStatus.RUNNING
         if step_id in self.outputs:
@@ -217,6 +238,8 @@ class TaskState:
         return scan_call_ids(steps.values(), outputs)
 
     def register(self, step: TaskStep) -> None:
+        """Make a step part of the task (by id), before it is queued; a step of another
+        task is refused, so one task's run can never write into another's."""
         if step.task_id != self.task.task_id:
             raise ValueError(
                 f"step {step.step_id!r} belongs to task {step.task_id!r}, "
@@ -227,6 +250,9 @@ class TaskState:
 
     # ----- snapshots ---------------------------------------------------------------------
     def snapshot(self, step: TaskStep) -> StepSnapshot:
+        """Record what running ``step`` may change (its input, the queue, the task's extra
+        state, the step's state, the scratch memory), so a failure or an undo can put it
+        back (``restore``); values the last snapshot already holds are shared, not copied."""
         extra = self.task.extra_state
         memo: dict[int, Any] = {}  # values shared by the two dicts stay shared
         prev = self.history[-1].extra_state if self.history else None  # unchanged values share
@@ -262,6 +288,8 @@ class TaskState:
         self.step_queue = deque((step,) if snap.queue is None else snap.queue)
 
     def record_failure(self, step: TaskStep, error: BaseException) -> StepFailure:
+        """Keep the failed attempt (error type, message, traceback, time, attempt number) on
+        the task, so the graph, the panel and a saved run still show it after a retry."""
         attempt = 1 + sum(1 for f in self.failures if f.step_id == step.step_id)
         failure = StepFailure(
             step_id=step.step_id,

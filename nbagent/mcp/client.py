@@ -454,15 +454,22 @@ class BasicMCPClient:
         return await self._run(lambda c: c.call_tool(tool_name, arguments or {}), f"calling tool {tool_name!r}")
 
     async def list_resources(self) -> Any:
+        """The server's resources (an SDK ``ListResourcesResult``): data it offers to read,
+        each named by a URI that ``read_resource`` takes."""
         return await self._run(lambda c: c.list_resources(), "listing resources")
 
     async def read_resource(self, uri: str) -> Any:
+        """Read one resource by its URI (an SDK ``ReadResourceResult``: its text or binary
+        contents)."""
         return await self._run(lambda c: c.read_resource(uri), f"reading resource {uri!r}")
 
     async def list_prompts(self) -> Any:
+        """The prompt templates the server offers (an SDK ``ListPromptsResult``)."""
         return await self._run(lambda c: c.list_prompts(), "listing prompts")
 
     async def get_prompt(self, prompt_name: str, arguments: dict[str, str] | None = None) -> Any:
+        """One prompt filled in with ``arguments`` (an SDK ``GetPromptResult``: its
+        messages)."""
         return await self._run(lambda c: c.get_prompt(prompt_name, arguments), f"getting prompt {prompt_name!r}")
 
     def list_tools_sync(self) -> Any:

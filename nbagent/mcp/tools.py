@@ -232,6 +232,8 @@ class McpToolSpec:
         return self._filter(list((await self.client.list_tools()).tools))
 
     async def fetch_resources(self) -> list[Any]:
+        """The server's resource listings (SDK ``Resource`` objects: a URI and a name each),
+        to read with ``client.read_resource(uri)``."""
         return list((await self.client.list_resources()).resources)
 
     def _approval_of(self, listed: list[Any]) -> Callable[[str], bool]:

@@ -344,7 +344,7 @@ class StructuredPlannerAgent(AgentRunner):
     # ----- running sub-tasks -------------------------------------------------------------
     async def arun_task(  # type: ignore[override]
         self, task_id: str, mode: Any = "wait", tool_choice: str | dict[str, Any] = "auto", **kwargs: Any
-    ) -> Any:
+    ) -> AgentChatResponse | StreamingAgentChatResponse:
         """Run the sub-task's steps to the end and return its answer (finalized, as the
         reference's planner does; ``AgentRunner.arun_task`` returns the last step instead)."""
         output = await self._arun_to_end(self.state_of(task_id).task_id, _mode_name(mode), tool_choice)
@@ -352,7 +352,7 @@ class StructuredPlannerAgent(AgentRunner):
 
     def run_task(
         self, task_id: str, mode: Any = "wait", tool_choice: str | dict[str, Any] = "auto", **kwargs: Any
-    ) -> Any:
+    ) -> AgentChatResponse | StreamingAgentChatResponse:
         """Run the sub-task's steps to the end and return its answer."""
         return _sync.run_sync(self.arun_task(task_id, mode, tool_choice, **kwargs))
 
@@ -403,7 +403,9 @@ class StructuredPlannerAgent(AgentRunner):
     # ----- views -------------------------------------------------------------------------
     def draw_plan(self, plan_id: str | None = None, **options: Any) -> Any:
         """The plan as the DAG it is: a node per sub-task (done, running, ready, waiting),
-        an edge from each dependency; default: the newest plan."""
+        an edge from each dependency; default: the newest plan. ``options``: the drawing's
+        ``title``, ``rankdir`` ("TB" or "LR"), ``max_label`` and ``wrap`` (label length and
+        line width, in characters). Displays itself in a notebook; ``.source`` is its DOT."""
         if plan_id is None:
             if not self.state.plan_dict:
                 raise ValueError("the agent has no plan yet; create one with create_plan(...) or chat(...)")

@@ -36,6 +36,7 @@ class SpanNode:
 
     @property
     def duration_ns(self) -> int:
+        """How long the span took, in nanoseconds (never negative)."""
         return max(0, self.end_ns - self.start_ns)
 
     def walk(self, depth: int = 0) -> Iterable[tuple[int, SpanNode]]:
@@ -95,10 +96,14 @@ class SpanTree:
 
     @property
     def start_ns(self) -> int:
+        """When the earliest root span started (ns since the epoch; 0 with no spans): the
+        waterfall's left edge."""
         return min((r.start_ns for r in self.roots), default=0)
 
     @property
     def end_ns(self) -> int:
+        """When the last span ended (ns since the epoch; 0 with no spans): the waterfall's
+        right edge."""
         return max((n.end_ns for _, n in self), default=0)
 
     def lines(self, attributes: tuple[str, ...] = ()) -> list[str]:

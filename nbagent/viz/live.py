@@ -170,6 +170,7 @@ class LiveGraph:
     # ----- what is shown -----------------------------------------------------------------
     @property
     def task_id(self) -> str | None:
+        """The task drawn (None: none yet); ``show(task)`` draws another."""
         return self._task_id
 
     @property
@@ -205,6 +206,8 @@ class LiveGraph:
 
     @property
     def throttle_s(self) -> float:
+        """The least time between two redraws, in seconds: a fast run redraws at most this
+        often, so drawing never slows the steps (0: every change)."""
         return self._throttle.interval_s
 
     # ----- drawing -----------------------------------------------------------------------

@@ -88,6 +88,9 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
         verbose: bool = False,
         **kwargs: Any,
     ) -> CustomSimpleAgentWorker:
+        """Make the worker from tools (or a ``tool_retriever``) and a model, as the
+        reference's ``from_tools`` does; other keywords are the subclass's own fields.
+        ``callback_manager`` is accepted and has no effect (a warning says so)."""
         if callback_manager is not None:
             warn_callback_manager("from_tools")
         return cls(tools=list(tools or []), tool_retriever=tool_retriever, llm=llm, verbose=verbose, **kwargs)
@@ -105,6 +108,8 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
             )
 
     def get_tools(self, input: str) -> list[FunctionTool]:
+        """The tools for this input: the worker's own, or what its ``tool_retriever``
+        gives for the input."""
         return list(self._get_tools(input))
 
     @abstractmethod

@@ -178,6 +178,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
 
     @property
     def multi_modal_llm(self) -> LLM:
+        """The model that reads the images: ``llm`` under the reference's name for it."""
         return self.llm
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:

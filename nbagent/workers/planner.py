@@ -175,6 +175,9 @@ class PlannerAgentWorker(BaseAgentWorker):
         verbose: bool = False,
         **kwargs: Any,
     ) -> PlannerAgentWorker:
+        """Make the worker from tools (functions are wrapped as ``FunctionTool``) and a
+        model, as the other workers' ``from_tools``; ``callback_manager`` is accepted and has
+        no effect."""
         pop_callback_manager(kwargs, "PlannerAgentWorker")
         return cls(tools, llm, verbose=verbose, **kwargs)  # type: ignore[arg-type]
 

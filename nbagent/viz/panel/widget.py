@@ -121,6 +121,7 @@ class AgentPanel(anywidget.AnyWidget):  # type: ignore[misc]
     # ----- what the controller knows -----------------------------------------------------
     @property
     def runner(self) -> AgentRunner:
+        """The runner the panel drives: its buttons call this runner's methods."""
         return self.controller.runner
 
     @property
