@@ -113,6 +113,10 @@ def test_example_links_prefer_pages_that_use_the_class() -> None:
     assert links.examples_for("undo_step", code, nbagent.AgentRunner) == []
     assert links.examples_for("instrument", code, module="tracing") == ["howto/d"], "a function after its module"
     assert links.examples_for("uninstrument", code, module="tracing") == [], "not another module's function"
+    assert links.examples_for("AgentPanel", code) == [], "no code names the panel's class"
+    panel = {"tutorials/05_c": "task = agent.create_task('x')\nagent.panel(task)", **code}
+    assert links.made_by("AgentPanel", panel) == ["tutorials/05_c"], "made by AgentRunner.panel"
+    assert links._returned("TaskStep | None") == "TaskStep" and links._returned("list[Task]") == ""
     pages = links.page_code()
     assert "tutorials/01_quickstart" in pages and "howto/write-a-worker" in pages
     assert "agent.run_step(task)" in pages["tutorials/01_quickstart"]

@@ -227,6 +227,8 @@ ADDED = [
     "nbagent.tracing.instrument", "nbagent.tracing.uninstrument", "nbagent.tracing.SpanTree",
     "nbagent.StructuredPlannerAgent", "nbagent.Memory", "nbagent.Memory.from_defaults",
     "nbagent.llms.ChatStream", "nbagent.workflow.Context", "nbagent.AgentWorkflow.run",
+    # classes no code names, made by a method the code calls (agent.panel(task), workflow.run(...))
+    "nbagent.AgentPanel", "nbagent.LiveGraph", "nbagent.workflow.WorkflowHandler", "nbagent.BatchRun",
 ]
 
 

@@ -5,7 +5,9 @@ of every tutorial (``notebooks/*.ipynb``) and executed page (``{code-cell}`` blo
 ``docs/**/*.md``) is scanned once per build: a class is used where its name appears (a
 function also after its module's name: ``tracing.instrument(``); a method
 ``m`` of class ``C`` where ``.m(`` appears, on pages that also name ``C`` (or a subclass of it,
-``ReActAgent`` for ``AgentRunner``) first, then on any other page. At most ``LIMIT`` links.
+``ReActAgent`` for ``AgentRunner``) first, then on any other page. A class no code names is
+used where a method returning it is called (``agent.panel(task)`` for ``AgentPanel``). At most
+``LIMIT`` links.
 """
 
 from __future__ import annotations
@@ -71,6 +73,41 @@ def examples_for(name: str, code: dict[str, str], owner: type | None = None, mod
     return using[:LIMIT]
 
 
+def _returned(annotation: object) -> str:
+    """The class name a return annotation names (``"AgentPanel"``, ``"TaskStep | None"``),
+    or ``""`` for anything else."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    text = re.sub(r"\s*\|\s*None$", "", text.strip("'\""))
+    return text.rpartition(".")[2] if re.fullmatch(r"[\w.]+", text) else ""
+
+
+@lru_cache(maxsize=None)
+def makers() -> dict[str, tuple[tuple[type, str], ...]]:
+    """Class name -> the methods of the documented classes that return one (``panel`` of
+    ``AgentRunner`` for ``AgentPanel``): code that calls them uses the class, unnamed."""
+    from api_pages import _documented_classes, load_groups
+
+    found: dict[str, list[tuple[type, str]]] = {}
+    for cls in sorted(_documented_classes(load_groups()[1]), key=lambda c: (c.__module__, c.__name__)):
+        for name in dir(cls):
+            raw = inspect.getattr_static(cls, name, None)
+            fn = getattr(raw, "__func__", raw)
+            if name.startswith("_") or not inspect.isfunction(fn):
+                continue
+            made = _returned(fn.__annotations__.get("return", ""))
+            if made and made != cls.__name__ and (cls, name) not in found.get(made, []):
+                found.setdefault(made, []).append((cls, name))
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def made_by(cls_name: str, code: dict[str, str]) -> list[str]:
+    """The docnames that call a method returning ``cls_name``, for a class no code names."""
+    docs: list[str] = []
+    for owner, method in makers().get(cls_name, ()):
+        docs += [d for d in examples_for(method, code, owner) if d not in docs]
+    return docs[:LIMIT]
+
+
 _CODE: dict[str, str] = {}
 
 
@@ -89,6 +126,8 @@ def _append(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[
 
         owner = resolve(parent)
     docs = examples_for(short, _CODE, owner, parent.rpartition(".")[2])
+    if not docs and what in ("class", "exception"):
+        docs = made_by(short, _CODE)
     if docs:
         lines.extend(["", "*Examples:* " + ", ".join(f":doc:`/{doc}`" for doc in docs), ""])
 
