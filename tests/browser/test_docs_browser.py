@@ -6,7 +6,9 @@ request that is not for the site is aborted and fails the test, and so does any 
 pages raise or log. On the API page, ``AgentRunner.run_step`` shows its signature; a tutorial's
 graphs are images that loaded; the control panel shows its static HTML (no widget code is
 loaded). Then the search box on the index, typed into and submitted, finds ``run_step`` on the
-runners' page: Sphinx's search index, offline.
+runners' page: Sphinx's search index, offline. Last, a newcomer's clicks from the index to a
+class's or function's signature and on to its first example, for names added late (the
+planner agent, tracing, the panel).
 """
 
 from __future__ import annotations
@@ -127,3 +129,30 @@ def test_search_from_the_index_finds_run_step(page: Any, base_url: str, shots: P
     hit.click()
     page.wait_for_url("**/reference/runners.html#nbagent.AgentRunner.run_step")
     assert page.locator('[id="nbagent.AgentRunner.run_step"]').is_visible()
+
+
+@pytest.mark.parametrize(("group", "entry", "example"), [
+    ("Runners and agents", "nbagent.StructuredPlannerAgent", "howto/port-from-llamaindex.html"),
+    ("Tracing (OpenTelemetry)", "nbagent.tracing.instrument", "tutorials/14_tracing.html"),
+    ("Views and widgets", "nbagent.AgentPanel", "tutorials/05_control_panel.html"),
+])
+def test_a_newcomer_clicks_from_the_index_to_a_signature_and_an_example(
+    page: Any, base_url: str, shots: Path, group: str, entry: str, example: str
+) -> None:
+    """Issue 27's "done means", by clicks only: index, API reference, the concept's page, the
+    entry's signature, its first example (a page whose code ran when the site was built)."""
+    visit(page, base_url + "index.html", shots, "08_newcomer")
+    page.locator("article").get_by_role("link", name="API reference").first.click()
+    page.wait_for_url("**/reference/index.html")
+    page.locator("article").get_by_role("link", name=group, exact=True).first.click()
+    signature = page.locator(f'[id="{entry}"]')
+    signature.wait_for(state="visible")
+    assert entry.rpartition(".")[2] + "(" in " ".join(signature.inner_text().split()), signature.inner_text()
+    link = page.locator(f'[id="{entry}"] + dd > p:has-text("Examples:") a').first
+    assert link.get_attribute("href").split("#")[0].endswith(example), link.get_attribute("href")
+    link.click()
+    page.wait_for_url(f"**/{example}*")
+    page.wait_for_load_state("networkidle")
+    assert page.locator(".cell_output").count() > 0, "the example's code ran when the site was built"
+    page.screenshot(path=str(shots / f"docs_09_example_{entry.rpartition('.')[2]}.png"))
+    assert page.blocked == [] and page.errors == [], (page.blocked, page.errors)
