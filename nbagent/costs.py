@@ -119,6 +119,7 @@ class Pricing:
 
     @property
     def models(self) -> dict[str, ModelPrice]:
+        """The price of each model, by model name (a copy)."""
         return dict(self._prices)
 
     def price_of(self, model: str | None) -> ModelPrice | None:
@@ -163,6 +164,8 @@ class Pricing:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pricing:
+        """Pricing from plain data (``{"models": {...}, "currency": "$"}``, as a JSON file
+        holds it); anything else is a ``ValueError`` that shows what was given."""
         if not isinstance(data, Mapping) or not isinstance(data.get("models"), Mapping):
             raise ValueError(f"pricing data needs a 'models' mapping, got {data!r}")
         return cls(data["models"], currency=str(data.get("currency", "$")))

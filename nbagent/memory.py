@@ -101,6 +101,7 @@ class ChatMemoryBuffer:
         self._counts.append(self._count(message))
 
     def put_messages(self, messages: Iterable[ChatMessage]) -> None:
+        """Append messages in order (``put`` for each)."""
         for m in messages:
             self.put(m)
 

@@ -122,6 +122,7 @@ class TokenUsage(BaseModel):
 
     @property
     def total_tokens(self) -> int:
+        """Prompt and completion tokens together: what a call costs in tokens."""
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: TokenUsage) -> TokenUsage:

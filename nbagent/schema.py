@@ -604,6 +604,8 @@ class StreamingAgentChatResponse:
         )
 
     async def aget_response(self) -> AgentChatResponse:
+        """Read the rest of the stream, then give the whole answer as a plain
+        ``AgentChatResponse`` (its text, sources and typed answer)."""
         async for _ in self.async_response_gen():
             pass
         return AgentChatResponse(

@@ -55,6 +55,7 @@ class ChatResponse(BaseModel):
 
     @property
     def tool_calls(self) -> list[ToolSelection]:
+        """The tools the model asked to call in this reply (its message's), in order."""
         return self.message.tool_calls
 
     def __str__(self) -> str:

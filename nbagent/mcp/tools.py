@@ -35,6 +35,8 @@ class McpToolMetadata(ToolMetadata):
     mcp_name: str = Field(default="", description="The tool's name on the server.")
 
     def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the tool's arguments as the model is sent it: the server's
+        input schema, without its title, always an object with properties."""
         schema = dict(self.input_schema)
         schema.pop("title", None)
         schema.setdefault("type", "object")
@@ -74,6 +76,7 @@ class McpTool(FunctionTool):
 
     @property
     def server(self) -> str:
+        """The name of the MCP server the tool lives on."""
         return self.metadata.server
 
     def _what(self) -> str:

@@ -114,9 +114,11 @@ class PlannerAgentState(AgentState):
         return plan
 
     def get_completed_sub_tasks(self, plan_id: str) -> list[SubTask]:
+        """The plan's sub-tasks done so far, in the order they finished."""
         return self.completed_sub_tasks.get(plan_id, [])
 
     def add_completed_sub_task(self, plan_id: str, sub_task: SubTask) -> None:
+        """Mark a sub-task of the plan done, so the sub-tasks that depend on it can run."""
         self.completed_sub_tasks.setdefault(plan_id, []).append(sub_task)
 
     def _done_names(self, plan_id: str) -> set[str]:

@@ -79,11 +79,13 @@ class RunTrace:
 
     @classmethod
     def for_workflow(cls, workflow: Any) -> RunTrace:
+        """An empty trace for a run of ``workflow``, knowing its agents and its root agent."""
         agents = getattr(workflow, "agents", None) or {}
         return cls(list(agents), getattr(workflow, "root_agent", None))
 
     @classmethod
     def from_events(cls, events: Iterable[Event], agents: Sequence[str] = (), root: str | None = None) -> RunTrace:
+        """The trace of a run from its events (a handler's ``events``, a saved stream)."""
         trace = cls(agents, root)
         for ev in events:
             trace.add(ev)
@@ -98,6 +100,7 @@ class RunTrace:
         return self.turns[-1].agent if self.turns else self.root
 
     def agent_turns(self, name: str) -> list[Turn]:
+        """The turns the agent called ``name`` took, in order."""
         return [t for t in self.turns if t.agent == name]
 
     @property

@@ -81,6 +81,8 @@ class Workflow(WorkflowBase):
 
     @property
     def steps(self) -> dict[str, StepSpec]:
+        """The workflow's ``@step`` methods by name, each with the events it takes and
+        returns (what ``draw()`` draws)."""
         return self._steps
 
     # ----- running ------------------------------------------------------------------------
