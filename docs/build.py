@@ -3,7 +3,9 @@
 ``python docs/build.py [--out docs/_build/html]`` runs Sphinx from scratch (``-E``) with
 warnings as errors (``-W --keep-going``), offline: the variables that would switch the
 tutorials to a real model are removed and real network requests are blocked
-(``NBAGENT_BLOCK_NETWORK=1``). Then it reads every built page and fails if
+(``NBAGENT_BLOCK_NETWORK=1``); a build in which a cell's output came too late for the notebook
+runner (a busy machine) fails rather than show the cell with nothing under it. Then it reads
+every built page and fails if
 
 - a link or an image inside the site points at a file or an anchor that is not there;
 - a page would load anything from outside the site: a script, a stylesheet, an image, a font,
@@ -64,6 +66,7 @@ def build(
     cell raised, Sphinx stops naming the notebook only and saves the traceback to a file: the
     cell and its error are then added to the result's stderr."""
     done = subprocess.run(sphinx_command(out, doctrees, src), cwd=REPO, env=offline_env(lite=lite), capture_output=True, text=True)
+    refuse_lost_outputs(done)
     saved = re.search(r"The full traceback has been saved in:\s*(\S+)", done.stderr)
     if done.returncode != 0 and saved and Path(saved.group(1)).is_file():
         log = ANSI.sub("", Path(saved.group(1)).read_text(encoding="utf-8", errors="replace"))
@@ -71,6 +74,20 @@ def build(
         if cell >= 0:
             done.stderr += "\n" + log[cell:cell + 6000]
     return done
+
+
+#: what nbclient logs when a cell's output did not reach it in time (its iopub_timeout, 4 s):
+#: it then goes on without that output, so the page would silently miss what the cell printed
+LOST_OUTPUT = "Timeout waiting for IOPub output"
+
+
+def refuse_lost_outputs(done: subprocess.CompletedProcess[str]) -> None:
+    """Fail a build in which a cell's output was lost (a busy machine delays it past
+    nbclient's wait): a page would show the cell with nothing under it."""
+    if done.returncode == 0 and LOST_OUTPUT in done.stderr:
+        done.returncode = 1
+        done.stderr += (f"\nmake docs: a cell's output was lost ({LOST_OUTPUT!r}: the machine was too busy "
+                        "for the notebook runner's wait); build again\n")
 
 
 class _Page(HTMLParser):

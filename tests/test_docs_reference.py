@@ -165,3 +165,17 @@ def test_links_to_repository_files_become_text_and_docs_links_stay() -> None:
     assert "[a page](explain/store.md)" in out, "links inside docs/ are MyST's to check"
     assert "![img](../docs/panel.png)" in out and "[gone](../no/such/file.py)" in out
     assert repo_links.rewrite("[x](../../nbagent/tools.py)", DOCS / "howto") == "x (`nbagent/tools.py`)"
+
+
+def test_a_build_that_lost_a_cells_output_fails() -> None:
+    """nbclient goes on without a cell's output that came too late (a busy machine) and only
+    logs it: the build fails instead of publishing a page with the output missing."""
+    import subprocess
+
+    build = docs_module("nbagent_docs_build", DOCS / "build.py")
+    lost = subprocess.CompletedProcess([], 0, "", "INFO traitlets -- Executing\nWARNING Timeout waiting for IOPub output\n")
+    build.refuse_lost_outputs(lost)
+    assert lost.returncode == 1 and "a cell's output was lost" in lost.stderr
+    fine = subprocess.CompletedProcess([], 0, "", "INFO traitlets -- Executing notebook with kernel: python3\n")
+    build.refuse_lost_outputs(fine)
+    assert fine.returncode == 0 and fine.stderr.endswith("python3\n")
