@@ -31,9 +31,12 @@ class AppendLog(list[T], Generic[T]):
     """
 
     def snapshot(self) -> int:
+        """Where the log is now (its length): all an undo needs to come back here."""
         return len(self)
 
     def restore(self, n: int) -> None:
+        """Cut the log back to a ``snapshot`` (undo); views given out earlier keep what
+        they showed."""
         cell = self.__dict__.get("_cell")
         if cell is not None and cell.high > n:
             # copy-on-write: the views given out keep a frozen copy of what they cover; the
@@ -57,6 +60,8 @@ class AppendLog(list[T], Generic[T]):
         return PrefixView(cell, n)
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
+        """Refused with a ``TypeError``: an ``AppendLog`` only grows (``append``, ``extend``),
+        as a change to earlier items would make the snapshots taken before it wrong."""
         raise TypeError(
             "AppendLog only grows (append/extend); to change earlier items, assign a new list"
         )
@@ -70,6 +75,7 @@ class AppendLog(list[T], Generic[T]):
     clear = _refuse
 
     def pop(self, index: SupportsIndex = -1) -> T:
+        """Refused with a ``TypeError``, as every change but ``append`` and ``extend`` is."""
         raise TypeError("AppendLog only grows (append/extend); pop is not allowed")
 
 

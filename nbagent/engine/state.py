@@ -83,11 +83,17 @@ def _same_items(a: dict[str, Any], b: dict[str, Any]) -> bool:
 class StepFailure:
     """One failed attempt at a step."""
 
+    #: the step that failed (it stays queued, so it can be retried)
     step_id: str
+    #: the exception's class name (``"TimeoutError"``)
     error_type: str
+    #: ``str()`` of the exception
     message: str
+    #: the whole traceback, as text
     traceback: str
+    #: when it failed (``time.time()``)
     at: float
+    #: 1 for the step's first failed attempt, 2 for the next...
     attempt: int
 
 

@@ -26,11 +26,15 @@ class SpanNode:
     parent_id: int | None
     start_ns: int
     end_ns: int
+    #: the OpenInference span kind (``AGENT``, ``CHAIN``, ``LLM``, ``TOOL``), or ""
     kind: str = ""
-    status: str = "UNSET"  # UNSET, OK or ERROR
+    #: how the span ended: ``UNSET``, ``OK`` or ``ERROR``
+    status: str = "UNSET"
+    #: what went wrong, for an ``ERROR``
     status_message: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    #: how many other spans it links to (a batch's tasks link to the batch's span)
     links: int = 0
     children: list[SpanNode] = field(default_factory=list)
 

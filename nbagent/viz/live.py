@@ -211,7 +211,10 @@ class LiveGraph:
         return self._throttle.interval_s
 
     # ----- drawing -----------------------------------------------------------------------
+    #: a step that took this long or more (a model call) has its start drawn too, so the
+    #: graph shows what runs; a faster step is drawn once, when it ends
     SLOW_STEP_S = 0.25
+    #: without the WASM view, ``dot`` draws the picture once redraws pause this long
     SVG_IDLE_S = 1.0
 
     def _on_event(self, event: Event) -> None:

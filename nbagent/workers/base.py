@@ -48,9 +48,9 @@ class BaseAgentWorker(PromptMixin, ABC):
     """The reference API's agent worker (``get_prompts`` / ``update_prompts``: none by
     default; the ReAct and function-calling workers expose theirs)."""
 
-    # True when ``arun_step`` only calls plain functions and never awaits anything that can
-    # suspend, so a sync ``run_step`` may drive it without an event loop. A promise the class
-    # makes (or an instance, as a property): False unless it says so.
+    #: True when ``arun_step`` only calls plain functions and never awaits anything that can
+    #: suspend, so a sync ``run_step`` may drive it without an event loop. A promise the class
+    #: makes (or an instance, as a property): False unless it says so.
     steps_synchronously: bool = False
 
     @abstractmethod
