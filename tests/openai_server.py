@@ -18,6 +18,10 @@ takes the next scripted reply:
 deltas, tool-call arguments split across chunks, and a final usage chunk when
 ``stream_options.include_usage`` is set. Past the end of the script the server answers a
 non-retryable 500 saying so.
+
+``cors="*"`` (or an origin) makes it a server a web page may call, as a browser checks: every
+answer carries ``Access-Control-Allow-Origin``, and a preflight (``OPTIONS``) is answered and
+recorded in ``server.preflights``. Without it, no CORS header is sent.
 """
 
 from __future__ import annotations
@@ -67,8 +71,10 @@ class _QuietServer(ThreadingHTTPServer):
 class FakeOpenAIServer:
     """The running server: its URL, the replies still to give, and the requests it got."""
 
-    def __init__(self, replies: Sequence[Reply] = (), *, model: str = "fake-model") -> None:
+    def __init__(self, replies: Sequence[Reply] = (), *, model: str = "fake-model", cors: str | None = None) -> None:
         self.model = model
+        self.cors = cors
+        self.preflights: list[dict[str, str]] = []
         self.replies: list[Reply] = list(replies)
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -110,9 +116,9 @@ class FakeOpenAIServer:
 
 
 @contextmanager
-def serve(replies: Sequence[Reply] = (), *, model: str = "fake-model") -> Iterator[FakeOpenAIServer]:
+def serve(replies: Sequence[Reply] = (), *, model: str = "fake-model", cors: str | None = None) -> Iterator[FakeOpenAIServer]:
     """Run a scripted server for the ``with`` block; it stops on exit."""
-    server = FakeOpenAIServer(replies, model=model)
+    server = FakeOpenAIServer(replies, model=model, cors=cors)
     try:
         yield server
     finally:
@@ -218,6 +224,25 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
+
+        def end_headers(self) -> None:
+            if server.cors is not None:
+                self.send_header("Access-Control-Allow-Origin", server.cors)
+            super().end_headers()
+
+        def do_OPTIONS(self) -> None:
+            """A browser's preflight: allowed only when the server was started with ``cors``."""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            with server._lock:
+                server.preflights.append({"path": self.path, **headers})
+            if server.cors is None:
+                self._send(405, b"", "text/plain")
+                return
+            self._send(204, b"", "text/plain", {
+                "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+                "Access-Control-Allow-Headers": headers.get("access-control-request-headers", "*"),
+                "Access-Control-Max-Age": "600",
+            })
 
         def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)

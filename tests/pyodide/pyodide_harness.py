@@ -60,7 +60,11 @@ def run_scenario(
     only: str | None = None,
     node_args: tuple[str, ...] = (),
     timeout_s: float = 240.0,
+    allow: tuple[str, ...] = (),
+    params: Any = None,
 ) -> dict[str, Any]:
+    """``allow``: loopback origins (``http://127.0.0.1:PORT``) fetch may reach, a test's own
+    server; ``params``: a JSON value the scenario reads as ``js.scenarioParams`` (JSON text)."""
     house = house or wheelhouse()
     with tempfile.TemporaryDirectory(prefix="nbagent-pyodide-") as tmp:
         out = Path(tmp) / "result.json"
@@ -71,6 +75,8 @@ def run_scenario(
             "scenario": str(Path(scenario).resolve()),
             "out": str(out),
             "only": only,
+            "allow": list(allow),
+            "params": params,
         }))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "HTTP_PROXY", "HTTPS_PROXY"))}
         start = time.monotonic()

@@ -4,7 +4,9 @@
 //
 // config: {pyodide: dir of npm's pyodide, wheels: dir with pyodide-lock.json + wheels,
 //          scenario: a .py file defining `async def main() -> dict`, out: result file,
-//          only: optional name the scenario reads as globalThis.scenarioOnly}
+//          only: optional name the scenario reads as globalThis.scenarioOnly,
+//          allow: optional list of loopback origins fetch may reach (a test's own server),
+//          params: optional JSON value the scenario reads as globalThis.scenarioParams}
 //
 // Every way out of this process to the network is blocked before Pyodide starts (fetch,
 // http/https requests, sockets, TLS, DNS) and each attempt is recorded. Two probes, one from
@@ -31,9 +33,27 @@ function refuse(kind, target) {
   return err;
 }
 
+const allowed = (config.allow || []).map((origin) => {
+  const url = new URL(origin);
+  if (url.hostname !== "127.0.0.1") throw new Error(`only loopback may be allowed, not ${origin}`);
+  return url.origin + "/";
+});
+result.allowed = [];
+
 function blockNetwork() {
-  globalThis.fetch = async (input) => {
-    throw refuse("fetch", String(input && input.url ? input.url : input));
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async (input, init) => {
+    const target = String(input && input.url ? input.url : input);
+    if (allowed.some((origin) => target.startsWith(origin))) {
+      result.allowed.push(`${(init && init.method) || (input && input.method) || "GET"} ${target}`);
+      try {
+        return await realFetch(input, init);
+      } catch (err) { // undici says "fetch failed": keep what it failed on
+        result.allowed.push(`failed: ${err.cause ? err.cause.message || err.cause : err}`);
+        throw err;
+      }
+    }
+    throw refuse("fetch", target);
   };
   for (const name of ["http", "https"]) {
     const mod = require(name);
@@ -41,10 +61,23 @@ function blockNetwork() {
     mod.get = mod.request;
   }
   const net = require("net");
+  // the allowed origins' sockets only (fetch opens them through net.Socket.connect)
+  const ports = new Set(allowed.map((origin) => String(new URL(origin).port)));
+  const toAllowed = (args) => {
+    const first = Array.isArray(args[0]) ? args[0][0] : args[0]; // Node passes normalised args on
+    const opts = first && typeof first === "object" ? first : { port: first, host: args[1] };
+    return opts.host === "127.0.0.1" && ports.has(String(opts.port));
+  };
+  const realConnect = net.Socket.prototype.connect;
   net.Socket.prototype.connect = function (...args) {
+    if (toAllowed(args)) return realConnect.apply(this, args);
     throw refuse("net.connect", JSON.stringify(args[0]));
   };
-  net.connect = net.createConnection = (...args) => { throw refuse("net.connect", JSON.stringify(args[0])); };
+  const realNetConnect = net.connect;
+  net.connect = net.createConnection = (...args) => {
+    if (toAllowed(args)) return realNetConnect(...args);
+    throw refuse("net.connect", JSON.stringify(args[0]));
+  };
   const tls = require("tls");
   tls.connect = (...args) => { throw refuse("tls.connect", JSON.stringify(args[0])); };
   const dns = require("dns");
@@ -122,6 +155,7 @@ json.dumps({name: pkg.version for name, pkg in micropip.list().items()})
 
   py.globals.set("SCENARIO_FILE", config.scenario);
   globalThis.scenarioOnly = config.only || null; // a scenario may run one named part only
+  globalThis.scenarioParams = JSON.stringify(config.params === undefined ? null : config.params);
   const value = await py.runPythonAsync(
     fs.readFileSync(config.scenario, "utf8") + `
 
@@ -136,3 +170,5 @@ _json.dumps(await main())
   result.error = String(err && err.message ? err.message : err);
 }
 write();
+// done: open keep-alive sockets to a test's server must not hold the process for their timeout
+process.exit(0);
