@@ -17,9 +17,13 @@ __all__ = ["MessageRole", "ChatMessage", "ToolSelection", "ToolOutput", "TokenUs
 class MessageRole(str, Enum):
     """Who wrote a message."""
 
+    #: the instructions the model is given before the conversation
     SYSTEM = "system"
+    #: the person (or the code standing in for them)
     USER = "user"
+    #: the model: its answers and its tool calls
     ASSISTANT = "assistant"
+    #: a tool's result, answering one tool call by its id
     TOOL = "tool"
 
 

@@ -207,7 +207,9 @@ def _schema_from_signature(fn: Callable[..., Any], name: str, doc_params: dict[s
 class FunctionTool:
     """A tool backed by a Python function (sync or async)."""
 
-    sync_in_thread: bool = True  # run a sync function in a worker thread (see ``ainvoke``)
+    #: run a sync function in a worker thread, so a blocking tool never blocks the loop (see
+    #: ``ainvoke``); False for a function that must run on the loop's thread
+    sync_in_thread: bool = True
 
     def __init__(self, fn: Callable[..., Any], metadata: ToolMetadata) -> None:
         try:

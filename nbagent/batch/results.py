@@ -59,17 +59,28 @@ class BatchItem:
     index: int
     input: str
     key: str
+    #: queued, running, done, failed or stopped
     status: ItemStatus = "queued"
+    #: the item's task, once it has one (``batch.get_task(i)``)
     task_id: str | None = None
+    #: the answer, when done
     response: AgentChatResponse | None = None
+    #: what stopped it, when failed
     error: BaseException | None = None
+    #: steps its task ran
     steps: int = 0
+    #: tokens its task's model calls read
     prompt_tokens: int = 0
+    #: tokens its task's model calls wrote
     completion_tokens: int = 0
+    #: what those tokens cost (None: no price known for the model)
     cost: float | None = None
+    #: how long it took, in seconds
     latency_s: float | None = None
-    resumed: bool = False  # read back from the store, not run this time
-    worker: str | None = None  # where it ran (a Ray node), when not here
+    #: read back from the store, not run this time
+    resumed: bool = False
+    #: where it ran (a Ray node), when not here
+    worker: str | None = None
 
     @property
     def total_tokens(self) -> int:

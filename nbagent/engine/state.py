@@ -127,18 +127,22 @@ class TaskState:
     undone_edges: list[tuple[str, str]] = field(default_factory=list)
     undone_ids: set[str] = field(default_factory=set)
     running: set[str] = field(default_factory=set)
-    # the output of a running step whose reply is still streaming to its caller (never saved):
-    # the step ends, commits or fails, when that stream ends (AgentRunner.stream_step)
+    #: the output of a running step whose reply is still streaming to its caller (never saved):
+    #: the step ends, commits or fails, when that stream ends (AgentRunner.stream_step)
     streaming: TaskStepOutput | None = None
+    #: ``finalize_response`` ran
     finalized: bool = False
+    #: ``abandon_task`` ended it
     abandoned: bool = False
+    #: the answer ``finalize_response`` gave
     final_response: Any = None
+    #: keep a snapshot per step (``history``), which undo and forks need
     keep_history: bool = True
-    # whether ``task._call_ids`` holds every call id of the run (False for a loaded task until
-    # its first step; see nbagent.calls)
+    #: whether ``task._call_ids`` holds every call id of the run (False for a loaded task until
+    #: its first step; see nbagent.calls)
     call_ids_known: bool = False
-    # finalizing adds the task's new messages to the runner's memory (the conversation);
-    # False for a task that must leave it alone (each task of a batch is an evaluation)
+    #: finalizing adds the task's new messages to the runner's memory (the conversation);
+    #: False for a task that must leave it alone (each task of a batch is an evaluation)
     adds_to_memory: bool = True
 
     @property

@@ -137,10 +137,13 @@ def to_tool_metadata(tools: Sequence[ToolSpec] | None) -> list[ToolMetadata]:
 class LLM(ABC):
     """A chat model. ``model`` names it; ``is_function_calling_model`` says if it takes tools."""
 
+    #: the model's name as its server knows it (costs and traces use it)
     model: str = "unknown"
     #: who serves the model, as tracing names it (``gen_ai.provider.name``: "openai"...)
     provider_name: str = "nbagent"
+    #: the model takes tools and answers with tool calls
     is_function_calling_model: bool = True
+    #: the model reads images in messages
     is_multimodal: bool = False
     #: the server takes OpenAI's ``response_format`` (JSON schema); typed answers use it
     supports_response_format: bool = False
