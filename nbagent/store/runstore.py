@@ -122,7 +122,8 @@ class RunInfo:
     tasks: int
     created: float
     updated: float
-    damaged: str | None = None  # what is damaged in the run's header row (None: nothing)
+    #: what is damaged in the run's header row (None: nothing)
+    damaged: str | None = None
 
 
 class RunStore(StoreConnection):

@@ -29,9 +29,13 @@ class ToolCallView:
     tool_id: str
     tool_name: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: queued, running, waiting (for a person), done or error
     status: str = "queued"
+    #: the tool's result as the model reads it, once it ended
     result: str | None = None
+    #: what the tool asked a person, while it waits
     question: str | None = None
+    #: what the person answered
     answer: str | None = None
 
     @property
@@ -49,12 +53,17 @@ class Turn:
 
     index: int
     agent: str
+    #: running, done or retry
     status: str = "running"
+    #: the model's reply text (so far, while it streams)
     text: str = ""
     tool_calls: list[ToolCallView] = field(default_factory=list)
+    #: the agent this turn handed the run to, if it did
     handoff_to: str | None = None
+    #: why, in the model's words
     handoff_reason: str | None = None
-    via: str = "start"  # how the turn was reached: start, tools, handoff, retry, next
+    #: how the turn was reached: start, tools, handoff, retry, next
+    via: str = "start"
 
     def call(self, tool_id: str) -> ToolCallView | None:
         """The call of this turn with id ``tool_id``, or None."""
