@@ -109,10 +109,14 @@ class LitePage:
     def run_all_and_collect_errors(self, timeout_ms: int) -> list[dict[str, Any]]:
         """Run All Cells from the Run menu, wait until the run ends (every code cell ran, or one
         failed and the rest were not run), and return each error output: ``{"index", "ename",
-        "evalue"}``. For the notebooks' end-to-end test once the browser runtime is in.
+        "evalue"}``. The notebooks' end-to-end test uses it (or its two halves).
         The stored outputs are cleared first, so only this run's count."""
         self.clear_outputs()
         self.run_menu("Run All Cells")
+        return self.wait_run_all(timeout_ms)
+
+    def wait_run_all(self, timeout_ms: int) -> list[dict[str, Any]]:
+        """After Run All Cells: wait until the run ends, and return each error output."""
         self.page.wait_for_function(
             """([idle, busy]) => {
               const cells = window.jupyterapp.shell.currentWidget.content.model.cells;

@@ -11,8 +11,10 @@ the step graph in the page (Graphviz as WebAssembly in graphviz-anywidget's fron
 figures it prints are the time to a ready kernel and to that first step's result.
 
 ``run_all_and_collect_errors`` (lite_page.py) is checked on a notebook the test adds, whose
-second cell raises on purpose; it is what the end-to-end run of notebooks 01 and 05 will use
-once the sync API works in the browser (issue 24's browser runtime).
+second cell raises on purpose. Notebooks 01 and 05 then run end to end from the Run menu, their
+sync calls included (issue 24's browser runtime: JSPI in Chromium), ``agent.graph(task)`` drawn
+as SVG in the page, and in 05 the panel's Run step and Undo buttons clicked; the test prints
+the time from opening each notebook to its first step's result.
 """
 
 from __future__ import annotations
@@ -179,3 +181,56 @@ def test_run_all_helper_reports_the_failing_cell_and_stops(lite: LitePage) -> No
     assert cells[2]["execution_count"] is None  # Run All stopped at the error
     assert lite.offsite == [], f"requests left the site: {lite.offsite}"
     assert lite.errors == []
+
+
+#: per notebook: the first cell that gives a result (a step run by the sync API)
+FIRST_RESULT = {"01_quickstart.ipynb": "step = agent.run_step(task)", "05_control_panel.ipynb": "panel.step()"}
+
+
+@pytest.mark.parametrize("notebook", ["01_quickstart.ipynb", "05_control_panel.ipynb"])
+def test_notebook_runs_end_to_end_with_the_sync_api(lite: LitePage, notebook: str) -> None:
+    """Run All: every cell of the tutorial, its sync calls (``run_step``, ``undo``, ``chat``,
+    ``panel.step()``...) included, runs in the browser without an error; its step graphs are
+    drawn as SVG in the page (graphviz-anywidget's WASM Graphviz). Prints the time to the
+    first step's result after opening the notebook (Pyodide, the wheels and the kernel load)."""
+    lite.open_notebook(notebook)
+    ready_s = lite.wait_kernel_idle(KERNEL_TIMEOUT_MS)
+    lite.clear_outputs()
+    lite.run_menu("Run All Cells")
+    first = next(c["source"] for c in lite.cells() if c["source"].startswith(FIRST_RESULT[notebook]))
+    lite.wait_cell_done(first, KERNEL_TIMEOUT_MS)
+    first_result_s = time.monotonic() - lite.started
+    errors = lite.wait_run_all(KERNEL_TIMEOUT_MS)
+    done_s = time.monotonic() - lite.started
+    assert errors == [], f"{notebook} failed in the browser: {errors}"
+    code = [c for c in lite.cells() if c["source"].strip() and c["execution_count"] is None and "outputs" in c]
+    assert code == [], f"cells not run: {[c['source'][:40] for c in code]}"
+    nodes = lite.page.locator("svg g.node")
+    nodes.first.wait_for()
+    # agent.graph(task): no dot program in Pyodide, so the browser draws it (graphviz-anywidget)
+    drawn = lite.code_cell("agent.graph(task)").locator("svg g.node")
+    drawn.first.wait_for()
+    assert drawn.count() >= 2
+    print(f"\n{notebook} in JupyterLite: kernel ready {ready_s:.1f} s, first step's result {first_result_s:.1f} s, "
+          f"every cell run {done_s:.1f} s after opening; {nodes.count()} graph nodes drawn")
+    if notebook.startswith("05"):
+        _the_panels_run_step_button_runs_a_step(lite)
+    assert lite.offsite == [], f"requests left the site: {lite.offsite}"
+    assert lite.errors == []
+
+
+def _the_panels_run_step_button_runs_a_step(lite: LitePage) -> None:
+    """A new task from a cell, then the panel's Run step button, clicked: the step runs in the
+    browser's kernel (a task of its loop) and the panel's graph shows it done."""
+    from panel_page import press_enabled, wait_for_statuses  # type: ignore[import-not-found]
+
+    lite.add_cell_below("print(agent.state_of(panel.task_id).final_response)", 'panel.new_task("How much for two breads?")')
+    lite.wait_cell_done('panel.new_task("How much for two breads?")', KERNEL_TIMEOUT_MS)
+    panel = lite.page.locator(".nbagent-panel").first
+    wait_for_statuses(lite.page, panel, ["queued"], "the new task")
+    press_enabled(lite.page, panel, "nbagent-btn-step")
+    wait_for_statuses(lite.page, panel, ["done", "queued"], "after Run step")
+    press_enabled(lite.page, panel, "nbagent-btn-undo")
+    # the step is queued again; its run is the dashed "#1 undone run", the step it queued never ran
+    found = wait_for_statuses(lite.page, panel, ["queued", "undone", "undone run"], "after Undo", numbers=[1, 2, 1])
+    assert "never ran" in found[1]["head"], found
