@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -177,13 +178,16 @@ class OpenAILLM(LLM):
                 # user info never goes out (httpx would send it as Authorization: Basic, and
                 # the openai client would then send no key); the query goes with every request
                 base, query = split_query(strip_userinfo(self.base_url))
-                client = openai.AsyncOpenAI(
-                    api_key=self._api_key or _NO_KEY_PLACEHOLDER,
-                    base_url=base,
-                    default_query=query or None,
-                    timeout=self.timeout,
-                    max_retries=self.max_retries,
-                )
+                with warnings.catch_warnings():  # in Pyodide httpx2 warns that the browser's
+                    # fetch pools connections itself (openai's default limits): nothing to fix
+                    warnings.filterwarnings("ignore", "The following transport option", UserWarning)
+                    client = openai.AsyncOpenAI(
+                        api_key=self._api_key or _NO_KEY_PLACEHOLDER,
+                        base_url=base,
+                        default_query=query or None,
+                        timeout=self.timeout,
+                        max_retries=self.max_retries,
+                    )
                 self._clients[loop] = client
             return client
 

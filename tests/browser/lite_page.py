@@ -145,15 +145,18 @@ def error_name(raw: str | None) -> str | None:
     return match.group(1) if match else raw
 
 
-def lite_page(browser: Any, base: str, *, timeout_ms: int, width: int = 1400, height: int = 1000) -> tuple[Any, LitePage]:
+def lite_page(
+    browser: Any, base: str, *, timeout_ms: int, width: int = 1400, height: int = 1000, allow: tuple[str, ...] = ()
+) -> tuple[Any, LitePage]:
     """A new context and page on the site at ``base``; every other request is aborted and
-    listed in ``offsite``, page errors in ``errors``. Returns ``(context, LitePage)``."""
+    listed in ``offsite`` (but those to the ``allow`` origins: a test's own server on
+    127.0.0.1), page errors in ``errors``. Returns ``(context, LitePage)``."""
     ctx = browser.new_context(viewport={"width": width, "height": height})
     lite = LitePage(page=None, base=base)
 
     def only_the_site(route: Any) -> None:
         url = route.request.url
-        if url.startswith((base + "/", "data:", "blob:")):
+        if url.startswith((base + "/", "data:", "blob:", *(origin + "/" for origin in allow))):
             route.continue_()
         else:
             lite.offsite.append(url)

@@ -234,3 +234,59 @@ def _the_panels_run_step_button_runs_a_step(lite: LitePage) -> None:
     # the step is queued again; its run is the dashed "#1 undone run", the step it queued never ran
     found = wait_for_statuses(lite.page, panel, ["queued", "undone", "undone run"], "after Undo", numbers=[1, 2, 1])
     assert "never ran" in found[1]["head"], found
+
+
+KEY = "sk-test-browser-0123456789abcdef"
+
+
+@pytest.mark.parametrize("cors", ["*", None])
+def test_openai_llm_reaches_a_cors_server_over_the_browsers_fetch(browser: Any, site: str, shots: Path, cors: str | None) -> None:
+    """OpenAILLM in the page's kernel against the scripted OpenAI server on another port of
+    127.0.0.1 (another origin): with CORS allowed the async and the sync (JSPI) chat come back;
+    without, the browser keeps the answer from the page and the error says the connection
+    failed, without the key. (With routing on, Playwright answers CORS preflights itself, so
+    the server sees none; the answer's own CORS header is what Chromium checks here.)"""
+    sys.path.insert(0, str(REPO / "tests"))
+    from openai_server import serve  # type: ignore[import-not-found]
+
+    with serve(["Hello over fetch.", "And synchronously."], cors=cors) as server:
+        origin = server.base_url.rsplit("/v1", 1)[0]
+        ctx, lite = lite_page(browser, site, timeout_ms=KERNEL_TIMEOUT_MS, allow=(origin,))
+        try:
+            lite.open_notebook(SELFTEST)
+            lite.wait_kernel_idle(KERNEL_TIMEOUT_MS)
+            make = f"from nbagent import ChatMessage, OpenAILLM\nllm = OpenAILLM(model='fake-model', base_url='{server.base_url}', api_key='{KEY}', max_retries=0)"
+            lite.add_cell_below("import nbagent", make)
+            lite.wait_cell_done(make, KERNEL_TIMEOUT_MS)
+            ask = "reply = await llm.achat([ChatMessage(role='user', content='Hi')])\nprint('async:', reply.message.text)"
+            lite.add_cell_below("from nbagent import ChatMessage", ask)
+            asked = lite.wait_cell_done(ask, KERNEL_TIMEOUT_MS)
+            printed = "".join(o.get("text", "") for o in asked["outputs"] if o["output_type"] == "stream")  # no warning either
+            errors = [o for o in asked["outputs"] if o["output_type"] == "error"]
+            if cors is None:
+                assert printed == "" and [lite_error(e) for e in errors] == ["APIConnectionError"]
+                assert KEY not in str(errors)
+                # the request went out, but without Access-Control-Allow-Origin the browser
+                # keeps its answer from the page (the preflight Playwright's routing answers)
+                assert len(server.requests) == 1
+            else:
+                assert errors == [] and printed == "async: Hello over fetch.\n"
+                sync = "print('sync:', llm.chat([ChatMessage(role='user', content='Again')]).message.text)"
+                lite.add_cell_below("reply = await llm.achat", sync)
+                done = lite.wait_cell_done(sync, KERNEL_TIMEOUT_MS)
+                assert "".join(o.get("text", "") for o in done["outputs"] if o["output_type"] == "stream") == "sync: And synchronously.\n"
+                assert [r.headers["authorization"] for r in server.requests] == [f"Bearer {KEY}"] * 2
+                assert server.requests[0].headers["origin"] == site
+            assert lite.offsite == [], f"requests left the site: {lite.offsite}"
+        finally:
+            try:
+                lite.page.screenshot(path=str(shots / f"lite_openai_cors_{cors is not None}.png"))
+            except Exception:  # noqa: BLE001 - a screenshot is a bonus, never the failure
+                pass
+            ctx.close()
+
+
+def lite_error(output: dict[str, Any]) -> str | None:
+    from lite_page import error_name  # type: ignore[import-not-found]
+
+    return error_name(output.get("ename"))
