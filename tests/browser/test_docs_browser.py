@@ -70,7 +70,13 @@ def page(base_url: str, shots: Path) -> Iterator[Any]:
         errors: list[str] = []
         tab.on("pageerror", lambda e: errors.append(f"page error: {e}"))
         tab.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        tab.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}") if r.url.startswith(base_url) else None)
+        def failed(r: Any) -> None:
+            # a request the page itself gave up (ERR_ABORTED: a link's page fetched ahead, or a
+            # load cut short by the next click) is not a failure of the site; any other is
+            if r.url.startswith(base_url) and r.failure != "net::ERR_ABORTED":
+                errors.append(f"request failed: {r.url} ({r.resource_type}: {r.failure})")
+
+        tab.on("requestfailed", failed)
         tab.blocked, tab.errors = blocked, errors
         try:
             yield tab
