@@ -97,16 +97,20 @@ def react_tool_loop(tmp: Path, marks: tuple[int, ...] = (250, 2_000)) -> None:
 
 
 def early_exits(tmp: Path, rounds: int = 10) -> None:
-    """At 2,000 steps: a plain step, an autosaved one, and an autosaved one with the store
-    encoder's early exits off (each record through the general path), windows interleaved."""
+    """At 2,000 steps: a plain step, an autosaved one, one with the store encoder's early exits
+    off (each record through the general path), and one whose rows go through
+    ``JSONEncoder.encode`` instead of the C encoder made once (``sql.ROW_JSON``), windows
+    interleaved."""
+    from nbagent.store import sql
     from nbagent.store.writer import Writer
 
     plain, auto = AgentRunner(Counter()), AgentRunner(Counter(), store=RunStore(tmp / "exits.db"))
     pt, at = plain.create_task("go"), auto.create_task("go")
-    start = BUDGET_MARK - rounds * 40 // 2  # the windows straddle the mark
+    start = BUDGET_MARK - rounds * 60 // 2  # the windows straddle the mark
     step_time(plain, pt, start)
     step_time(auto, at, start)
-    times: dict[str, list[float]] = {"plain": [], "on": [], "off": []}
+    times: dict[str, list[float]] = {"plain": [], "on": [], "off": [], "encode": []}
+    row_json = sql.ROW_JSON
     for _ in range(rounds):
         times["plain"].append(step_time(plain, pt, 20))
         times["on"].append(step_time(auto, at, 20))
@@ -115,13 +119,21 @@ def early_exits(tmp: Path, rounds: int = 10) -> None:
             times["off"].append(step_time(auto, at, 20))
         finally:
             Writer.early_exits = True
-        step_time(plain, pt, 20)  # (the plain runner keeps up)
+        sql.ROW_JSON = None
+        try:
+            times["encode"].append(step_time(auto, at, 20))
+        finally:
+            sql.ROW_JSON = row_json
+        step_time(plain, pt, 40)  # (the plain runner keeps up)
     best = {k: min(v) for k, v in times.items()}
     print(f"the store encoder's early exits at {BUDGET_MARK:,d} steps (best of {rounds} windows of 20 steps):")
     print(f"  plain {best['plain'] * 1e6:6.1f} us   autosaved {best['on'] * 1e6:6.1f} us ({best['on'] / best['plain']:.2f}x)"
           f"   early exits off {best['off'] * 1e6:6.1f} us ({best['off'] / best['plain']:.2f}x): they save "
           f"{(best['off'] - best['on']) * 1e6:.1f} us = {(best['off'] - best['on']) / best['plain'] * 100:.0f}% of a plain step"
           " (kept if > 5%)")
+    print(f"  rows through JSONEncoder.encode {best['encode'] * 1e6:6.1f} us: the C encoder made once saves "
+          f"{(best['encode'] - best['on']) * 1e6:.1f} us = {(best['encode'] - best['on']) / best['plain'] * 100:.0f}% of a "
+          "plain step (kept if > 5%)")
 
 
 def main() -> None:

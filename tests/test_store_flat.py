@@ -8,6 +8,7 @@ compared one by one. The runs load back exactly."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sqlite3
@@ -185,3 +186,34 @@ def test_the_switch_turns_the_early_exits_off(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(Writer, "early_exits", True)
     runner.run_step(task)
     assert taken
+
+
+def test_the_row_encoder_made_once_writes_what_json_encode_writes(tmp_path: Path) -> None:
+    """Rows go through the json module's C encoder made once (``sql.ROW_JSON``) instead of
+    ``JSONEncoder.encode`` (which makes one per call): the same text for every row of a run
+    and for values that test the encoder's edges, and the same errors."""
+    from nbagent.store import sql
+
+    assert sql.ROW_JSON is not None  # CPython has it (else every row takes JSONEncoder.encode)
+    worker = Odd(target=10**6)
+    worker.rng = random.Random(3)
+    runner = AgentRunner(worker, autosave=tmp_path / "runs.db")
+    task = runner.create_task("go \udcff \u2028 é")
+    for _ in range(30):
+        runner.run_step(task)
+    runner.autosave = None
+    db = sqlite3.connect(tmp_path / "runs.db")
+    rows = [json.loads(text) for (text,) in db.execute("SELECT ops FROM log UNION ALL SELECT head FROM tasks")]
+    db.close()
+    edges: list[Any] = [
+        "\udc80 lone \ud800 halves", "é \u2028 \x00 \" \\ /", -0.0, 1e308, 5e-324, 2**70, -(2**63), True, None,
+        ("tuple", [1, {"k": ("v",)}]), {"": {"nested": [[[]]]}}, [],
+    ]
+    for value in rows + edges:
+        assert sql.dumps(value) == sql._JSON.encode(value)
+    for bad in (math.nan, [math.inf], {"x": object()}, [b"bytes"]):
+        with pytest.raises((ValueError, TypeError)) as fast:
+            sql.dumps(bad)
+        with pytest.raises(type(fast.value)) as slow:
+            sql._JSON.encode(bad)
+        assert str(fast.value) == str(slow.value)

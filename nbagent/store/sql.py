@@ -114,9 +114,28 @@ def header_intact(run: str, header: Any, crc: Any, strict: bool = False) -> bool
 _JSON = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"), check_circular=False)
 
 
+def _row_encoder() -> Any:
+    """``_JSON``'s C encoder, made once (``JSONEncoder.encode`` makes one per call: about a
+    tenth of an autosaved step's writing), or None where the json module has none."""
+    encoder = json.encoder
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None or encoder.c_encode_basestring_ascii is None:
+        return None
+    j = _JSON
+    return make(None, j.default, encoder.c_encode_basestring_ascii, None, j.key_separator, j.item_separator,
+                j.sort_keys, j.skipkeys, j.allow_nan)
+
+
+#: None: every row through ``_JSON.encode`` (the same text; bench/bench_autosave.py measures both)
+ROW_JSON = _row_encoder()
+
+
 def dumps(value: Any) -> str:
     """A row's JSON: ASCII with \\u escapes, so any Python str survives, lone surrogates included."""
-    return _JSON.encode(value)
+    fast = ROW_JSON
+    if fast is None:
+        return _JSON.encode(value)
+    return "".join(fast(value, 0))
 
 
 def sql_text(text: str | None) -> str | bytes | None:
