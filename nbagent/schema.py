@@ -158,6 +158,10 @@ _RUNNER_METHODS: dict[str, str] = {
     "delete_task": "agent.delete_task(task.task_id)",
 }
 
+_NEXT_STEP_FIELDS = frozenset({"task_id", "step_id", "input", "step_state"})  # what get_next_step names
+_NO_TOOL_OUTPUTS: tuple[ToolOutput, ...] = ()  # TaskStepOutput.tool_outputs' default
+
+
 # Links loaded as ids, waiting for ``resolve_links``; kept outside the model so that a step
 # carries no per-instance private storage (steps are the most numerous objects).
 class _Unset:
@@ -218,12 +222,21 @@ class TaskStep(_LeanModel):
         step_state: dict[str, Any] | None = None,
     ) -> TaskStep:
         """A new step of the same task that carries this step's state forward (not linked)."""
-        return TaskStep(
-            task_id=self.task_id,
-            step_id=step_id or new_id(),
-            input=input,
-            step_state=self.step_state if step_state is None else step_state,
-        )
+        task_id = self.task_id
+        step_id = step_id or new_id()
+        state = self.step_state if step_state is None else step_state
+        if type(task_id) is str and type(step_id) is str and (input is None or type(input) is str) and type(state) is dict:
+            # what validation makes of these values, without it (every step makes one)
+            values = TaskStep._field_values()
+            values["task_id"] = task_id
+            values["step_id"] = step_id
+            values["input"] = input
+            values["step_state"] = state
+            values["next_steps"] = {}
+            values["prev_steps"] = {}
+            values["is_ready"] = True
+            return TaskStep._from_valid(values, _NEXT_STEP_FIELDS)  # type: ignore[no-any-return]
+        return TaskStep(task_id=task_id, step_id=step_id, input=input, step_state=state)
 
     def link_step(self, next_step: TaskStep) -> None:
         """Make ``next_step`` follow this one (both directions)."""
@@ -370,7 +383,7 @@ class TaskStepOutput(_LeanModel):
     is_last: bool = False
     reasoning: str | None = Field(default=None, description="The model's thought, if any.")
     tool_outputs: Annotated[Sequence[ToolOutput], PlainValidator(_same_tool_outputs)] = Field(
-        default=(), description="The tool calls made in this step, with their outputs."
+        default=_NO_TOOL_OUTPUTS, description="The tool calls made in this step, with their outputs."
     )
     latency_s: float | None = None
     usage: TokenUsage | None = None
@@ -452,6 +465,32 @@ class TaskStepOutput(_LeanModel):
 
     def _repr_html_(self) -> str | None:
         return html_view(self)
+
+
+_OUTPUT_FIELDS = frozenset({"output", "task_step", "next_steps", "is_last"})
+
+
+def step_output(output: Any, task_step: TaskStep, next_steps: list[TaskStep], is_last: bool) -> TaskStepOutput:
+    """``TaskStepOutput(output=..., task_step=..., next_steps=..., is_last=...)``, how a
+    worker's step usually ends: built without validation when validation would take the
+    values as they are (a step, a list of steps, a bool), else validated."""
+    if isinstance(task_step, TaskStep) and type(next_steps) is list and type(is_last) is bool:
+        for s in next_steps:
+            if not isinstance(s, TaskStep):
+                break
+        else:
+            values = TaskStepOutput._field_values()
+            values["output"] = output
+            values["task_step"] = task_step
+            values["next_steps"] = next_steps
+            values["is_last"] = is_last
+            values["reasoning"] = None
+            values["tool_outputs"] = _NO_TOOL_OUTPUTS
+            values["latency_s"] = None
+            values["usage"] = None
+            values["input"] = None
+            return TaskStepOutput._from_valid(values, _OUTPUT_FIELDS)  # type: ignore[no-any-return]
+    return TaskStepOutput(output=output, task_step=task_step, next_steps=next_steps, is_last=is_last)
 
 
 class StreamingAgentChatResponse:

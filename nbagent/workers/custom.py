@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from nbagent._compat import warn_callback_manager
 from nbagent.snapshot import AppendLog
-from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
+from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput, step_output
 from nbagent.tools import FunctionTool, as_tools
 from nbagent.workers.base import BaseAgentWorker
 
@@ -162,7 +162,7 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
             response = AgentChatResponse(response=str(response))
         task.extra_state.update(step.step_state)
         next_steps = [] if is_done else [step.get_next_step(input=None)]
-        return TaskStepOutput(output=response, task_step=step, next_steps=next_steps, is_last=bool(is_done))
+        return step_output(response, step, next_steps, bool(is_done))
 
     def finalize_task(self, task: Task, **kwargs: Any) -> None:
         self._finalize_task(task.extra_state, **kwargs)

@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput
+from nbagent.schema import AgentChatResponse, Task, TaskStep, TaskStepOutput, step_output
 from nbagent.workers.base import BaseAgentWorker
 
 __all__ = ["FnAgentWorker", "DEFAULT_TASK_INPUT_KEY", "DEFAULT_OUTPUT_KEY"]
@@ -136,7 +136,7 @@ class FnAgentWorker(BaseAgentWorker):
         if self.verbose:
             print(f"> FnAgentWorker step {n}: {_short(response.response)} (done={bool(is_done)})")
         next_steps = [] if is_done else [step.get_next_step(input=None)]
-        return TaskStepOutput(output=response, task_step=step, next_steps=next_steps, is_last=bool(is_done))
+        return step_output(response, step, next_steps, bool(is_done))
 
     def describe(self) -> dict[str, Any]:
         info = super().describe()
