@@ -414,7 +414,14 @@ def _wait_without_threads(
     if eager.leave is _LEAVE:  # the loop only pretended to run: it runs the rest itself
         _set_running_loop(None)
     eager.leave = _STAY
-    return wait(loop.create_task(_resumed(boxed, first), context=ctx))
+    # the result comes back in a list: JSPI hands it over as a JavaScript promise's value, and a
+    # promise resolved with an awaitable (a BatchRun, a ChatStream, a workflow handler) would
+    # wait for that awaitable too, instead of returning it
+    return wait(loop.create_task(_listed(_resumed(boxed, first)), context=ctx))[0]
+
+
+async def _listed(coro: Coroutine[Any, Any, T]) -> list[T]:
+    return [await coro]
 
 
 def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:

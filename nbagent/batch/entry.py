@@ -78,10 +78,9 @@ def run_batch(
         # no thread to wait on (Pyodide): the tasks run concurrently on the page's loop, and
         # this call waits for them as every sync call does there (JSPI, else CannotWaitHere)
         try:
-            _sync.run_sync(_ran(batch))
+            return _sync.run_sync(batch._arun())
         finally:
             _end_progress(view)
-        return batch
     if background or in_loop:
         # a notebook cell: run on the background loop and wait here, so that Ctrl-C reaches
         # this thread and becomes batch.stop() (no thread: background runs on the page's loop)
@@ -109,11 +108,6 @@ async def _with_view(batch: BatchRun, view: Any) -> BatchRun:
         return await batch._arun()
     finally:
         _end_progress(view)
-
-
-async def _ran(batch: BatchRun) -> None:
-    # None, not the batch: Pyodide's JSPI wait (``_sync.run_sync``) would await the batch itself
-    await batch._arun()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

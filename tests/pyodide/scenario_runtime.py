@@ -132,6 +132,25 @@ def graph(facts: dict[str, Any]) -> None:
     }
 
 
+class Awaitable:
+    """A result that is itself awaitable, as a BatchRun, a ChatStream or a workflow handler is."""
+
+    def __await__(self) -> Any:
+        yield from asyncio.sleep(0).__await__()
+        return "awaited: not what the sync call returns"
+
+
+def awaitable_result(facts: dict[str, Any]) -> None:
+    """A sync call that waits (JSPI) returns its coroutine's result as it is, even awaitable."""
+    from nbagent import _sync
+
+    async def waits_then_returns_an_awaitable() -> Awaitable:
+        await asyncio.sleep(0.01)
+        return Awaitable()
+
+    facts["awaitable_result"] = _outcome(lambda: type(_sync.run_sync(waits_then_returns_an_awaitable())).__name__)
+
+
 async def main() -> dict[str, Any]:
     from pyodide.ffi import can_run_sync
 
@@ -140,4 +159,5 @@ async def main() -> dict[str, Any]:
     await batches(facts)
     await panel(facts)
     graph(facts)
+    awaitable_result(facts)
     return facts

@@ -87,3 +87,10 @@ def test_the_graph_is_drawn_by_the_browser_with_its_dot_as_fallback(facts_of: st
         "same_dot": True,
         "fallback_escaped": True,
     }
+
+
+def test_a_sync_call_that_waits_returns_an_awaitable_result_as_it_is(with_jspi: dict[str, Any], without_jspi: dict[str, Any]) -> None:
+    """JSPI hands the result over as a promise's value; an awaitable one (a BatchRun, a
+    ChatStream, a workflow handler) must come back itself, not be awaited on the way."""
+    assert with_jspi["awaitable_result"] == {"ok": "Awaitable"}
+    assert without_jspi["awaitable_result"]["error"] == "CannotWaitHere"
