@@ -5,7 +5,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_01.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "01_quickstart"
 
@@ -21,6 +21,7 @@ and finalize the answer. It runs offline in a second or two: the model is a
 `ScriptedLLM`, an offline model that gives prepared replies in order. One marked cell below
 switches to a real model.
 """),
+    browser_cell(),
     md("""
 `seed_ids(0)` makes task and step ids the same on every run, so this notebook's outputs
 do not change from one run to the next.

@@ -5,7 +5,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_02.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "02_react_step_by_step"
 
@@ -24,6 +24,7 @@ runs that loop one step at a time, so you can:
 
 The model is a `ScriptedLLM` (offline, prepared replies, one of them a failure on purpose).
 """),
+    browser_cell(),
     code("""
 from nbagent import ReActAgent, ScriptedLLM, seed_ids
 

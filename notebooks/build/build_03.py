@@ -9,7 +9,7 @@ shipped, replaying. Run from the repo root: ``.venv/bin/python notebooks/build/b
 
 from __future__ import annotations
 
-from tutorial_kit import NOTEBOOKS, build, code, execute, md, new_tutorial, real_model_cells
+from tutorial_kit import NOTEBOOKS, browser_cell, build, code, execute, md, new_tutorial, real_model_cells
 
 NAME = "03_function_calling"
 CASSETTE = "cassettes/03_function_calling.json"
@@ -47,6 +47,7 @@ copy it) do not write "Action:" in text: they return structured tool calls, and 
 **several at once**. nbagent runs the calls of one reply concurrently, then sends all the
 results back in the next step. The final answer can be **streamed** token by token.
 """),
+    browser_cell(),
     md("""
 ## A recorded model (a cassette)
 

@@ -5,7 +5,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_04.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "04_custom_workers"
 
@@ -23,6 +23,7 @@ gets all of those for free. There are two short ways to write one:
 The one rule: **a worker keeps no state of its own**. What it needs between steps lives in
 the state dict the runner hands it, so the runner can snapshot it, undo it and retry it.
 """),
+    browser_cell(),
     code("""
 from typing import Any
 

@@ -5,7 +5,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_05.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "05_control_panel"
 
@@ -34,6 +34,7 @@ The model is a `ScriptedLLM` (offline); it fails once on purpose so there is som
 When its script is used up it hands over to a tiny rule-based shop assistant (`then=`), so after
 the lesson you can keep playing with the panel (new tasks, steps, undo) without a real model.
 """),
+    browser_cell(),
     code("""
 from nbagent import ReActAgent, ScriptedLLM, seed_ids
 

@@ -5,7 +5,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_06.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "06_memory_abandon_chat"
 
@@ -24,6 +24,7 @@ the agent's **memory**, and the next task's model calls see it. This notebook sh
 The model is a `FunctionLLM`: a small Python function plays it, and it answers from what it
 is sent, so you can see exactly what the memory gives it.
 """),
+    browser_cell(),
     code("""
 import re
 

@@ -5,7 +5,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_07.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "07_parallel_dag"
 
@@ -22,6 +22,7 @@ The planner follows LLMCompiler ([Kim et al., 2023](https://arxiv.org/abs/2312.0
 plan, run the calls in parallel, then a **join** step reads the results and answers, or
 asks for a new plan.
 """),
+    browser_cell(),
     code("""
 import asyncio
 

@@ -6,7 +6,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_08.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "08_agent_workflow"
 
@@ -22,6 +22,7 @@ the run as a graph, answer a question a tool asks in the middle of a run, save a
 as JSON and resume it, and run a workflow one step at a time, from a cell and from a panel. It runs offline with a scripted model; one marked cell switches to a
 real model.
 """),
+    browser_cell(),
     md("""
 `seed_ids(0)` makes the ids the same on every run, so the outputs below do not change.
 """),

