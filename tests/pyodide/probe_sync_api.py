@@ -4,8 +4,10 @@ Not a test: a map for the browser runtime (issue 24). It records, for each call,
 error it raised. A failed sync call can leave the interpreter's loops in a state that breaks
 the calls after it, so ``--each`` runs every probe in a fresh Pyodide (about 20 s each):
 ``python tests/pyodide/pyodide_harness.py tests/pyodide/probe_sync_api.py --each``.
-The calls that fail today should each work once the runtime seam is in; then turn this list
-into assertions in ``test_pyodide.py``.
+With the runtime seam in (``_sync.NO_THREADS``), each works, or says to await the async
+method where nothing can wait (no JSPI: Node without --experimental-wasm-stack-switching), or
+is not for a browser (an SVG from the dot program). The tests that assert this are
+``test_pyodide_sync.py`` and ``test_pyodide_runtime.py``; this map is for looking around.
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ async def main() -> dict[str, Any]:
             ("run_step", sync_steps),
             ("undo_step after async steps", async_then_undo),
             ("undo_step after a failed run_step", undo_after_failed_run_step),
-            ("stream_step", lambda: _agent().stream_step(_agent().create_task("x"))),
+            ("stream_step", lambda: (agent := _agent()).stream_step(agent.create_task("x"))),
             ("chat", lambda: _agent().chat("2 + 3?")),
             ("achat", lambda: _agent().achat("2 + 3?")),
             ("query", lambda: _agent().query("2 + 3?")),
@@ -188,7 +190,7 @@ async def main() -> dict[str, Any]:
         ]
         import js
 
-        only = js.scenarioOnly
+        only = js.scenarioOnly if isinstance(js.scenarioOnly, str) else None  # JavaScript's null is not None
         for name, fn in probes:
             if only is None or only == name:
                 await _try(results, name, fn)
