@@ -24,8 +24,6 @@ done", "nothing to undo"...) is shown from the caller's frame alone.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextvars
 import functools
 import linecache
@@ -33,9 +31,12 @@ import os
 import sys
 import threading
 import types
-from asyncio.events import _get_running_loop, _set_running_loop  # asyncio's API for loop implementations
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
+    import concurrent.futures
 
 __all__ = [
     "run_sync",
@@ -58,10 +59,47 @@ _portal_lock = threading.Lock()
 _portal: asyncio.AbstractEventLoop | None = None
 
 
+# asyncio is imported by the first call that needs a loop, not by ``import nbagent`` (it is
+# about a third of that import's time): until then no loop can run, so none is looked for.
+
+
+def _bind_asyncio() -> None:
+    """Import asyncio, and put its API for loop implementations (the C getter and setter of
+    the running loop) in place of the stand-ins below, so the sync path calls them directly."""
+    global _running, _set_running_loop, _LEAVE
+    from asyncio.events import _get_running_loop, _set_running_loop as set_running_loop
+
+    _running = _get_running_loop
+    _set_running_loop = set_running_loop
+    _LEAVE = functools.partial(set_running_loop, None)
+
+
+def _running() -> asyncio.AbstractEventLoop | None:
+    """The loop running in this thread, or None (``get_running_loop`` would raise a
+    RuntimeError on every sync call from plain code, and chain it to what the caller raises
+    next). Before asyncio is imported none can run; once it is, asyncio's own getter."""
+    if "asyncio" not in sys.modules:
+        return None
+    _bind_asyncio()
+    return _running()
+
+
+def _set_running_loop(loop: asyncio.AbstractEventLoop | None) -> None:
+    _bind_asyncio()
+    _set_running_loop(loop)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    import asyncio
+
+    _bind_asyncio()
+    return asyncio.new_event_loop()
+
+
 def _thread_loop() -> asyncio.AbstractEventLoop:
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
-        loop = asyncio.new_event_loop()
+        loop = _new_loop()
         _local.loop = loop
     return loop
 
@@ -70,16 +108,11 @@ def _portal_loop() -> asyncio.AbstractEventLoop:
     global _portal
     with _portal_lock:
         if _portal is None or _portal.is_closed():
-            loop = asyncio.new_event_loop()
+            loop = _new_loop()
             thread = threading.Thread(target=loop.run_forever, name="nbagent-loop", daemon=True)
             thread.start()
             _portal = loop
         return _portal
-
-
-# the loop running in this thread, or None (``get_running_loop`` would raise a RuntimeError on
-# every sync call from plain code, and chain it to what the caller raises next)
-_running = _get_running_loop
 
 
 def current_loop() -> asyncio.AbstractEventLoop:
@@ -142,6 +175,8 @@ def _drain(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
     """After an interrupt in ``run_until_complete``: cancel the call's task and every task it
     left on this thread's loop, and run the loop until they have rolled back, so nothing of
     the interrupted call runs (or raises) later, inside the next call."""
+    import asyncio
+
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     if task not in pending and not task.done():
         pending.append(task)
@@ -185,7 +220,7 @@ class _Eager:
         self.leave: Any = _LEAVE
 
 
-_LEAVE = functools.partial(_set_running_loop, None)
+_LEAVE = functools.partial(_set_running_loop, None)  # ``_bind_asyncio`` makes it asyncio's, in C
 _STAY = type(None)  # a call that does nothing, in C (so no line of this module runs)
 
 
@@ -287,6 +322,8 @@ def _relay(boxed: Coroutine[Any, Any, Any], first: Any) -> Any:
 def _run_on_portal(portal: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the portal loop and wait; interrupted, cancel it and give it
     ``SETTLE_S`` to roll back before raising (so the task is usable at once)."""
+    import concurrent.futures
+
     result: concurrent.futures.Future[T] = concurrent.futures.Future()
     settled = threading.Event()
     call = _Call()
@@ -367,6 +404,9 @@ def _run_sync(coro: Coroutine[Any, Any, T], eager: bool = False) -> T:
 
 def _in_new_thread(coro: Coroutine[Any, Any, T]) -> T:
     # in the caller's context, as on the other paths (a ``seeded_ids`` block's ids, the call)
+    import asyncio
+    import concurrent.futures
+
     ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbagent-sync") as ex:
         return _wait(ex.submit(ctx.run, asyncio.run, coro))
@@ -439,6 +479,8 @@ def next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
 
 
 def _next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
+    import asyncio
+
     running = _running()
     try:
         if NO_THREADS:  # one loop, no thread to wait on another: read it here
@@ -462,12 +504,16 @@ def _next_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
 
 
 def _in_new_thread_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
+    import concurrent.futures
+
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbagent-sync") as ex:
         return _wait(ex.submit(loop.run_until_complete, _anext(agen)))
 
 
 async def anext_on(loop: asyncio.AbstractEventLoop, agen: AsyncIterator[T]) -> T:
     """``await anext()`` for an async iterator bound to ``loop``, from any loop."""
+    import asyncio
+
     running = asyncio.get_running_loop()
     if running is loop:
         return await _anext(agen)
@@ -483,10 +529,11 @@ async def _anext(agen: AsyncIterator[T]) -> T:
 # ----- short tracebacks -------------------------------------------------------------------
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB = os.path.dirname(os.path.abspath(threading.__file__)) + os.sep  # where asyncio lives too (not imported)
 _BRIDGE = (
     os.path.abspath(__file__),
-    os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
-    os.path.dirname(os.path.abspath(concurrent.futures.__file__)) + os.sep,
+    _STDLIB + "asyncio" + os.sep,
+    os.path.join(_STDLIB, "concurrent", "futures") + os.sep,
     os.path.abspath(threading.__file__),
 )
 

@@ -25,7 +25,6 @@ step that ran is the person taking it back; see ``nbagent.approval``.)
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -312,6 +311,8 @@ async def run_call(
         return kept  # type: ignore[no-any-return]
     outlived = _OUTLIVED.get(where, {}).get(call_id)
     if outlived is not None:  # its thread went on after an interrupted attempt: wait for it
+        import asyncio
+
         await asyncio.to_thread(outlived.ended.wait)
         _forget_outlived(where, call_id)
         if outlived.output is not None:
@@ -368,6 +369,7 @@ async def run_calls(
     they end, and their outputs are kept, before the first such error is raised."""
     if not together or len(calls) < 2:
         return [await run_call(*c) for c in calls]
+    import asyncio  # not at import: ``import nbagent`` does not load asyncio
 
     async def settled(c: tuple[str, str | None, Callable[[], Awaitable[ToolOutput]]]) -> Any:
         try:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import subprocess
+import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,3 +211,54 @@ def test_a_coroutine_run_in_place_can_be_cancelled_where_it_waits() -> None:
     assert seen == ["woke", "rolled back on KeyboardInterrupt"]
     assert not [t for t in asyncio.all_tasks(_sync._thread_loop()) if not t.done()]
     assert asyncio.events._get_running_loop() is None
+
+
+_FRESH = """
+import sys
+from nbagent import AgentRunner, CustomSimpleAgentWorker, AgentChatResponse
+
+class Counter(CustomSimpleAgentWorker):
+    def _initialize_state(self, task, **kwargs):
+        return {"n": 0}
+
+    def _run_step(self, state, task, input=None):
+        state["n"] += 1
+        return AgentChatResponse(response=str(state["n"])), state["n"] >= 2
+
+    def _finalize_task(self, state, **kwargs):
+        pass
+
+agent = AgentRunner(Counter(tools=[], llm=None))
+loaded = "asyncio" in sys.modules
+"""
+
+
+_PLAIN = (  # plain code: the first sync call imports asyncio and steps on this thread's loop
+    "task = agent.create_task('go')\n"
+    "print(loaded, agent.run_step(task.task_id).output.response, agent.run_step(task.task_id).is_last,"
+    " 'asyncio' in sys.modules, agent.undo_step(task.task_id).step_id is not None)"
+)
+_IN_A_LOOP = (  # a loop started after nbagent was imported (a notebook's): the sync call goes to the portal
+    "import asyncio, threading\n"
+    "async def main():\n"
+    "    task = agent.create_task('go')\n"
+    "    first = agent.run_step(task.task_id).output.response\n"
+    "    names = {t.name for t in threading.enumerate()}\n"
+    "    last = (await agent.arun_step(task.task_id)).is_last\n"
+    "    return first, last, 'nbagent-loop' in names\n"
+    "print(loaded, *asyncio.run(main()))"
+)
+
+
+@pytest.mark.parametrize(
+    ("then", "expected"),
+    [(_PLAIN, "False 1 True True True"), (_IN_A_LOOP, "False 1 True True")],
+    ids=["plain", "in-a-running-loop"],
+)
+def test_the_sync_api_works_when_asyncio_was_not_imported_with_nbagent(then: str, expected: str) -> None:
+    """``import nbagent`` leaves asyncio out; the sync API imports it when a call first needs a
+    loop, from plain code as from inside a loop started afterwards (Jupyter's)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run([sys.executable, "-c", _FRESH + then], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected.split()

@@ -10,7 +10,6 @@ changes (``_snapshot_step``, ``_take_step``, ``_roll_back``, ``_commit``, ``_cla
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, ClassVar, Literal, Union
 
@@ -200,6 +199,8 @@ class StepCore(TaskHolder):
             _reset_current(att.ctx_token)
             att.ctx_token = None
             if _sync.interrupted():  # its caller gave up while a blocking call ran
+                import asyncio
+
                 raise asyncio.CancelledError("the call running this step was interrupted")
             if streaming.is_open(output):  # the reply is still streaming: the step ends with it
                 streaming.stream_on(self, state, att, ctx, output, start)

@@ -23,7 +23,7 @@ make such a call leave the task exactly as it was:
 
 from __future__ import annotations
 
-import asyncio
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from nbagent.snapshot import AppendLog, restore_dict, snapshot_dict
 
 if TYPE_CHECKING:
+    import asyncio
+
     from nbagent.memory import MemorySnapshot
     from nbagent.engine.state import StepSnapshot, TaskState
     from nbagent.schema import TaskStep, TaskStepOutput
@@ -48,8 +50,9 @@ class Claim:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.thread = threading.current_thread()
+        aio = sys.modules.get("asyncio")  # not imported yet: no task can be running
         try:
-            self.task: asyncio.Task[Any] | None = asyncio.current_task()
+            self.task: asyncio.Task[Any] | None = None if aio is None else aio.current_task()
         except RuntimeError:
             self.task = None
         self.loop = loop
@@ -95,6 +98,8 @@ def release(runner: Any, state: TaskState, token: Claim) -> None:
 
 def retry(fn: Callable[..., Any], *args: Any) -> None:
     """Run an idempotent restore to its end, again if an interrupt lands inside it."""
+    import asyncio  # here, not at import: ``import nbagent`` does not load asyncio
+
     while True:
         try:
             fn(*args)
