@@ -5,21 +5,44 @@ and small values, never the mutable state itself, so a listener cannot corrupt a
 
 While a step runs, ``current_step()`` is that step's ``StepContext``: a model call made from
 anywhere inside the step reports its tokens and usage there without being passed a handle.
+
+The event classes (``StepCompleted``...) are defined in ``nbagent.event_types`` and read from
+here (``events.StepCompleted``, ``from nbagent.events import StepCompleted``): that module is
+imported when one is first asked for, so ``import nbagent`` does not make them.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from nbagent.messages import TokenUsage
+if TYPE_CHECKING:
+    from nbagent.event_types import (
+        BatchEnded,
+        BatchStarted,
+        BatchTaskStarted,
+        Event,
+        ModelCalled,
+        RunnerReset,
+        StepCompleted,
+        StepEdited,
+        StepFailed,
+        StepStarted,
+        StepUndone,
+        TaskAbandoned,
+        TaskCreated,
+        TaskDeleted,
+        TaskFinalized,
+        TokenStreamed,
+        ToolCalled,
+    )
+    from nbagent.messages import TokenUsage
 
-__all__ = [
+#: the event classes, defined in ``nbagent.event_types`` (see ``__getattr__``)
+_EVENT_TYPES = (
     "Event",
     "TaskCreated",
     "StepStarted",
@@ -37,6 +60,10 @@ __all__ = [
     "BatchStarted",
     "BatchTaskStarted",
     "BatchEnded",
+)
+
+__all__ = [
+    *_EVENT_TYPES,
     "EventDispatcher",
     "StepContext",
     "current_step",
@@ -49,160 +76,26 @@ __all__ = [
     "announce_source",
 ]
 
-log = logging.getLogger("nbagent.events")
+
+def __getattr__(name: str) -> Any:
+    """An event class: ``nbagent.event_types`` is imported on the first one asked for, and all
+    of them are then set here, so later reads are plain attribute reads."""
+    if name not in _EVENT_TYPES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from nbagent import event_types
+
+    for kind in _EVENT_TYPES:
+        globals()[kind] = getattr(event_types, kind)
+    return globals()[name]
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """Base of all events: which task, and when (``time.time()``)."""
+def _log() -> Any:
+    import logging  # only when a listener or watcher fails
 
-    #: an observation (a model or tool call, a batch), not a change of a task's state: only
-    #: listeners that name its type hear it; ``subscribe(fn)`` with no types hears the changes
-    named_only: ClassVar[bool] = False
-
-    task_id: str
-    at: float = field(default_factory=time.time, kw_only=True)
+    return logging.getLogger("nbagent.events")
 
 
-@dataclass(frozen=True, slots=True)
-class TaskCreated(Event):
-    input: str
-
-
-@dataclass(frozen=True, slots=True)
-class StepStarted(Event):
-    step_id: str
-    input: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class TokenStreamed(Event):
-    step_id: str
-    token: str
-
-
-@dataclass(frozen=True, slots=True)
-class StepCompleted(Event):
-    step_id: str
-    is_last: bool
-    next_step_ids: tuple[str, ...]
-    latency_s: float
-    #: the model tokens the step used, if it reported any (what its cost is computed from)
-    usage: TokenUsage | None = field(default=None, kw_only=True)
-
-
-@dataclass(frozen=True, slots=True)
-class StepFailed(Event):
-    step_id: str
-    error_type: str
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class StepUndone(Event):
-    step_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class StepEdited(Event):
-    step_id: str
-    fields: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TaskFinalized(Event):
-    response: str
-
-
-@dataclass(frozen=True, slots=True)
-class TaskAbandoned(Event):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class TaskDeleted(Event):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerReset(Event):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ModelCalled(Event):
-    """A model call of the running step ended (built only when someone listens: tracing).
-
-    ``messages`` and ``reply`` are the objects themselves, not copies: a listener that keeps
-    content must copy what it keeps. ``reply`` is None and ``error_type`` set when it failed.
-    """
-
-    named_only: ClassVar[bool] = True
-
-    step_id: str
-    model: str
-    provider: str
-    started_at: float  # time.time() when the call began
-    latency_s: float
-    usage: TokenUsage | None = None
-    messages: tuple[Any, ...] = ()
-    reply: Any = None
-    streamed: bool = False
-    error_type: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCalled(Event):
-    """A tool call of the running step ended (built only when someone listens: tracing).
-
-    ``call_id`` is the task-unique id a person approves by; ``tool_call_id`` the model's own.
-    ``output`` is the ``ToolOutput`` (None when something raised past the tool: then
-    ``error_type`` names it).
-    """
-
-    named_only: ClassVar[bool] = True
-
-    step_id: str
-    call_id: str
-    tool_call_id: str | None
-    started_at: float
-    latency_s: float
-    output: Any = None
-    error_type: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BatchStarted(Event):
-    """A batch of tasks starts on this runner (``task_id`` is empty: it is no task's)."""
-
-    named_only: ClassVar[bool] = True
-
-    batch: str
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class BatchTaskStarted(Event):
-    """Task ``task_id`` runs input ``index`` of batch ``batch``."""
-
-    named_only: ClassVar[bool] = True
-
-    batch: str
-    index: int
-
-
-@dataclass(frozen=True, slots=True)
-class BatchEnded(Event):
-    """A batch ended: how many of its items ``failed`` and whether it was ``stopped``."""
-
-    named_only: ClassVar[bool] = True
-
-    batch: str
-    failed: int
-    stopped: bool
-
-
-Listener = Callable[[Event], Any]
+Listener = Callable[["Event"], Any]
 
 
 class EventDispatcher:
@@ -266,7 +159,7 @@ class EventDispatcher:
             try:
                 fn(event)
             except Exception:  # a broken view must not break the agent
-                log.exception("nbagent event listener %r failed on %r", fn, event)
+                _log().exception("nbagent event listener %r failed on %r", fn, event)
 
 
 class StepContext:
@@ -297,6 +190,8 @@ class StepContext:
         self.tokens_muted = False
 
     def token(self, token: str) -> None:
+        from nbagent.event_types import TokenStreamed
+
         if not self.tokens_muted and self.dispatcher.wants(TokenStreamed):
             self.dispatcher.emit(TokenStreamed(self.task_id, step_id=self.step_id, token=token))
 
@@ -339,6 +234,8 @@ def report_model_call(
 ) -> None:
     """Tell the running step's listeners a model call ended (nothing is built unless one
     listens to ``ModelCalled``)."""
+    from nbagent.event_types import ModelCalled
+
     ctx = _current.get()
     if ctx is None or not ctx.dispatcher.wants(ModelCalled):
         return
@@ -361,6 +258,8 @@ def report_model_call(
 
 def tool_call_wanted() -> StepContext | None:
     """The running step's context if someone listens to ``ToolCalled``, else None."""
+    from nbagent.event_types import ToolCalled
+
     ctx = _current.get()
     if ctx is None or not ctx.dispatcher.wants(ToolCalled):
         return None
@@ -371,6 +270,8 @@ def report_tool_call(
     ctx: StepContext, call_id: str, tool_call_id: str | None, started: float, output: Any, error: BaseException | None
 ) -> None:
     """Tell ``ctx``'s listeners a tool call that began at ``started`` (``time.time()``) ended."""
+    from nbagent.event_types import ToolCalled
+
     now = time.time()
     ctx.dispatcher.emit(
         ToolCalled(
@@ -406,7 +307,7 @@ def announce_source(source: Any, *, keep: bool = True) -> None:
         try:
             watcher(source)
         except Exception:
-            log.exception("nbagent source watcher %r failed on %s", watcher, type(source).__name__)
+            _log().exception("nbagent source watcher %r failed on %s", watcher, type(source).__name__)
 
 
 def watch_sources(watcher: Callable[[Any], Any]) -> Callable[[], None]:

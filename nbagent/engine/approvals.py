@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent import approval as _ap
 from nbagent import calls
-from nbagent.events import StepEdited
+from nbagent import events as ev
 from nbagent.engine.errors import TaskStateError
 from nbagent.engine.state import StepStatus, TaskState
 from nbagent.schema import TaskStep
@@ -130,7 +130,7 @@ def _decide(
             "step's retry uses it, so it cannot be decided again"
         )
     entry = _ap.decide(step, call_id, decision, tool=_tool(runner, name), **kwargs)
-    runner._emit(StepEdited(state.task_id, step_id=step.step_id, fields=("approval",)))
+    runner._emit(ev.StepEdited(state.task_id, step_id=step.step_id, fields=("approval",)))
     return entry
 
 

@@ -14,7 +14,7 @@ from nbagent.engine.base_agent import query_text
 from nbagent.engine.core import ChatResponseType, Mode, StepCore
 from nbagent.engine.errors import TaskRef, TaskStateError
 from nbagent.engine.state import TaskState
-from nbagent.events import RunnerReset, TaskFinalized
+from nbagent import events as ev
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage, ToolOutput
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStepOutput
@@ -122,7 +122,7 @@ class ChatLoop(StepCore):
                     txn.retry(self.memory.restore, before)
             raise
         state.history = []  # a finalized task can no longer undo: its snapshots are dead weight
-        self._emit(TaskFinalized(state.task_id, response=text))
+        self._emit(ev.TaskFinalized(state.task_id, response=text))
         if self.delete_task_on_finish and state.task_id in self._tasks:
             self.delete_task(state.task_id)
         else:
@@ -256,5 +256,5 @@ class ChatLoop(StepCore):
         self.memory.reset()
         self._tasks.clear()
         close_tool_sessions(getattr(self.agent_worker, "tools", None))
-        self._emit(RunnerReset(""))
+        self._emit(ev.RunnerReset(""))
 

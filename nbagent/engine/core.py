@@ -18,7 +18,8 @@ from nbagent.engine import approvals, streaming, txn
 from nbagent.engine.errors import TaskRef, TaskStateError, busy_message
 from nbagent.engine.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.engine.tasks import TaskHolder
-from nbagent.events import StepCompleted, StepContext, StepFailed, StepStarted, _reset_current, _set_current
+from nbagent import events as ev
+from nbagent.events import StepContext, _reset_current, _set_current
 from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStep, TaskStepOutput
 
 __all__ = ["StepCore", "Mode", "ChatResponseType"]
@@ -137,7 +138,7 @@ class StepCore(TaskHolder):
             txn.release(self, state, token)
             att.claim = None  # rolled back once: a second abort of this attempt does nothing
         self._emit(
-            StepFailed(
+            ev.StepFailed(
                 state.task_id,
                 step_id=step.step_id,
                 error_type=failure.error_type,
@@ -182,8 +183,8 @@ class StepCore(TaskHolder):
             self._take_step(state, picked, att.snap, input)
             ctx = StepContext(task.task_id, picked.step_id, self.events, att.journal, att.issued)
             att.ctx_token = _set_current(ctx)
-            if self.events.wants(StepStarted):
-                self.events.emit(StepStarted(task.task_id, step_id=picked.step_id, input=picked.input))
+            if self.events.wants(ev.StepStarted):
+                self.events.emit(ev.StepStarted(task.task_id, step_id=picked.step_id, input=picked.input))
             if self.verbose:
                 print(f"> Running step {picked.step_id}. Step input: {picked.input}")
             start = time.perf_counter()
@@ -230,9 +231,9 @@ class StepCore(TaskHolder):
         self._commit(state, picked, output, att.snap)
         state.running.discard(picked.step_id)
         state.streaming = None
-        if self.events.wants(StepCompleted):  # services (costs, store) hear it in the order they subscribed
+        if self.events.wants(ev.StepCompleted):  # services (costs, store) hear it in the order they subscribed
             self.events.emit(
-                StepCompleted(
+                ev.StepCompleted(
                     state.task_id,
                     step_id=picked.step_id,
                     is_last=output.is_last,

@@ -16,7 +16,7 @@ from nbagent.engine import approvals, holds, streaming, txn
 from nbagent.engine.core import StepCore
 from nbagent.engine.errors import TaskRef, TaskStateError, busy_message
 from nbagent.engine.state import TaskState
-from nbagent.events import StepCompleted, StepEdited, StepUndone, TaskAbandoned
+from nbagent import events as ev
 from nbagent.schema import SkippedOutput, TaskStep, TaskStepOutput
 
 __all__ = ["StepEdits"]
@@ -39,7 +39,7 @@ class StepEdits(StepCore):
             step = self._take_back(state)
             if input is not None:
                 step.input = input
-            self._emit(StepUndone(state.task_id, step_id=step.step_id))
+            self._emit(ev.StepUndone(state.task_id, step_id=step.step_id))
             return step
 
         return self._transact(
@@ -84,7 +84,7 @@ class StepEdits(StepCore):
                                     is_last=False)
             output._set_measured(latency_s=0.0, input=step.input)
             self._commit(state, step, output, snap)
-            self._emit(StepCompleted(state.task_id, step_id=step.step_id, is_last=False,
+            self._emit(ev.StepCompleted(state.task_id, step_id=step.step_id, is_last=False,
                                      next_step_ids=tuple(s.step_id for s in follow), latency_s=0.0))
             return output
 
@@ -122,7 +122,7 @@ class StepEdits(StepCore):
                 finally:
                     txn.release(self, state, token)
                 if cp is not None:
-                    self._emit(StepEdited(state.task_id, step_id="", fields=("reverted",)))
+                    self._emit(ev.StepEdited(state.task_id, step_id="", fields=("reverted",)))
             if isinstance(error, Exception) and _sync.raised_on_purpose(error):
                 raise _sync.trim_traceback(error)  # "nothing to undo": shown from the caller's line
             raise
@@ -151,7 +151,7 @@ class StepEdits(StepCore):
         its calls ran with are used up, so running it again waits for a new decision."""
         step = self._undo_last(state)
         if withdraw_used(step, "the step that ran the call was undone; running it again needs a new decision"):
-            self._emit(StepEdited(state.task_id, step_id=step.step_id, fields=("approval",)))
+            self._emit(ev.StepEdited(state.task_id, step_id=step.step_id, fields=("approval",)))
         return step
 
     def abandon_task(self, task_id: TaskRef) -> None:
@@ -163,7 +163,7 @@ class StepEdits(StepCore):
         if state.running:
             raise TaskStateError(f"task {state.task_id!r} is running a step; abandon after it ends")
         state.abandoned = True
-        self._emit(TaskAbandoned(state.task_id))
+        self._emit(ev.TaskAbandoned(state.task_id))
 
     # ----- held steps (is_ready=False; nbagent.engine.holds) --------------------------------
     def release_step(self, task_id: TaskRef, step_id: str | None = None) -> list[TaskStep]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nbagent.events import StepEdited
+from nbagent import events as ev
 from nbagent.schema import TaskStep
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def release_step(runner: StepEngine, task_id: TaskRef, step_id: str | None = Non
         steps = [step]
     for step in steps:
         step.is_ready = True
-        runner._emit(StepEdited(state.task_id, step_id=step.step_id, fields=("is_ready",)))
+        runner._emit(ev.StepEdited(state.task_id, step_id=step.step_id, fields=("is_ready",)))
     return steps
 
 
@@ -55,5 +55,5 @@ def hold_step(runner: StepEngine, task_id: TaskRef, step_id: str) -> TaskStep:
     if not step.is_ready:
         raise ValueError(f"step {step_id!r} of task {tid!r} is already held")
     step.is_ready = False
-    runner._emit(StepEdited(tid, step_id=step.step_id, fields=("is_ready",)))
+    runner._emit(ev.StepEdited(tid, step_id=step.step_id, fields=("is_ready",)))
     return step

@@ -19,7 +19,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from nbagent.events import StepContext, TokenStreamed, _reset_current, _set_current
+from nbagent import events as ev
+from nbagent.events import StepContext, _reset_current, _set_current
 from nbagent.engine import txn
 from nbagent.engine.state import TaskState
 from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
@@ -49,7 +50,7 @@ def stream_on(
     tid, sid = state.task_id, ctx.step_id
     events = runner.events
     stream.add_token_callback(
-        lambda tok: events.emit(TokenStreamed(tid, step_id=sid, token=tok)) if events.wants(TokenStreamed) else None
+        lambda tok: events.emit(ev.TokenStreamed(tid, step_id=sid, token=tok)) if events.wants(ev.TokenStreamed) else None
     )
 
     async def until_the_end(source: Any) -> AsyncIterator[str]:

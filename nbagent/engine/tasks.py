@@ -18,7 +18,8 @@ from nbagent.engine.base_agent import BaseAgent
 from nbagent.engine.errors import TaskRef, UnknownTaskError
 from nbagent.engine.slots import ServiceSlots
 from nbagent.engine.state import TaskState
-from nbagent.events import Event, EventDispatcher, StepEdited, TaskCreated, TaskDeleted, announce_source
+from nbagent import events as ev
+from nbagent.events import EventDispatcher, announce_source
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
 from nbagent.prompts import PromptMixin
@@ -119,12 +120,12 @@ class TaskHolder(BaseAgent):
 
     # ----- events ------------------------------------------------------------------------
     def subscribe(
-        self, listener: Callable[[Event], Any], types: Any = None
+        self, listener: Callable[[ev.Event], Any], types: Any = None
     ) -> Callable[[], None]:
         """Listen to this runner's events; returns the function that stops listening."""
         return self.events.subscribe(listener, types)
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: ev.Event) -> None:
         if self.events.active:
             self.events.emit(event)
 
@@ -197,14 +198,14 @@ class TaskHolder(BaseAgent):
         state.register(first)
         state.step_queue.append(first)
         self._tasks[task.task_id] = state
-        self._emit(TaskCreated(task.task_id, input=input))
+        self._emit(ev.TaskCreated(task.task_id, input=input))
         return task
 
     def delete_task(self, task_id: TaskRef) -> None:
         """Forget a task (the runner's memory keeps what finalized tasks added)."""
         state = self.state_of(task_id)
         del self._tasks[state.task_id]
-        self._emit(TaskDeleted(state.task_id))
+        self._emit(ev.TaskDeleted(state.task_id))
 
     def list_tasks(self, **kwargs: Any) -> list[Task]:
         """Every task the runner holds, oldest first."""
@@ -261,7 +262,7 @@ class TaskHolder(BaseAgent):
         if step_state is not None:
             step.step_state.update(step_state)
             fields.append("step_state")
-        self._emit(StepEdited(state.task_id, step_id=step_id, fields=tuple(fields)))
+        self._emit(ev.StepEdited(state.task_id, step_id=step_id, fields=tuple(fields)))
         return step
 
     def adopt_task(self, state: TaskState) -> TaskState:
@@ -272,7 +273,7 @@ class TaskHolder(BaseAgent):
             raise TypeError(f"adopt_task takes a TaskState (runner.state_of(task)), got {type(state).__name__}")
         state.task._runner = self
         self._tasks[state.task_id] = state
-        self._emit(TaskCreated(state.task_id, input=state.task.input))
+        self._emit(ev.TaskCreated(state.task_id, input=state.task.input))
         return state
 
     # ----- prompts: the worker's, as "agent_worker:<key>" (reference PromptMixin) ----------
