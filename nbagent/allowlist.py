@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import enum
 import importlib
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["PersistError", "NotAllowedError", "allow_type", "is_allowed_class"]
+
+T = TypeVar("T")
 
 _ALLOWED: dict[str, Any] = {}  # "module:Qualname" -> class or function registered by the user
 
@@ -26,7 +28,7 @@ class NotAllowedError(PersistError):
     with ``allow_type``: not damage, a choice to make (loading never skips over it)."""
 
 
-def allow_type(obj: Any) -> Any:
+def allow_type(obj: T) -> T:
     """Let a class (a pydantic model or an Enum) or a tokenizer function from outside nbagent
     be saved and loaded. Loading imports only nbagent's own classes and the ones allowed here.
 

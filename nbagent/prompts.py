@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.messages import ChatMessage, MessageRole
 from nbagent.registry import provided
+
+if TYPE_CHECKING:
+    from nbagent.query_pipeline.model import PromptComponent
 
 __all__ = ["PromptTemplate", "PromptMixin", "PromptDictType", "as_template", "template_text"]
 
@@ -67,7 +70,7 @@ class PromptTemplate:
         """The filled text as one user message."""
         return [ChatMessage(role=MessageRole.USER, content=self.format(**kwargs))]
 
-    def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> PromptComponent:
         """This template as a query-pipeline module (``nbagent.query_pipeline``), with the
         ``partial`` placeholders fixed."""
         component = provided("prompt_component")(self, llm=kwargs.get("llm"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Mapping
 from itertools import chain, islice
-from typing import Any, Generic, SupportsIndex, TypeVar
+from typing import Any, Generic, NoReturn, SupportsIndex, TypeVar
 
 from nbagent._dicts import shared_keys
 from nbagent._prefix import PrefixView, _Cell
@@ -59,7 +59,7 @@ class AppendLog(list[T], Generic[T]):
             cell.high = n
         return PrefixView(cell, n)
 
-    def _refuse(self, *_: Any, **__: Any) -> Any:
+    def _refuse(self, *_: Any, **__: Any) -> NoReturn:
         """Refused with a ``TypeError``: an ``AppendLog`` only grows (``append``, ``extend``),
         as a change to earlier items would make the snapshots taken before it wrong."""
         raise TypeError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,3 +180,91 @@ def test_a_build_that_lost_a_cells_output_fails() -> None:
     fine = subprocess.CompletedProcess([], 0, "", "INFO traitlets -- Executing notebook with kernel: python3\n")
     build.refuse_lost_outputs(fine)
     assert fine.returncode == 0 and fine.stderr.endswith("python3\n")
+
+
+def reference_entries() -> list[tuple[str, type | None]]:
+    """Every entry the reference shows: each listed name, and each member its class's entry
+    lists (with that class)."""
+    public = api_pages._documented_classes(GROUPS)
+    found: list[tuple[str, type | None]] = []
+    for group in GROUPS:
+        for entry in group.entries:
+            found.append((entry.name, None))
+            obj = api_pages.resolve(entry.name)
+            if inspect.isclass(obj):
+                found += [(f"{entry.name}.{m}", obj) for m in api_pages.class_members(obj, public, full=entry.full)]
+    return found
+
+
+def test_every_entry_of_the_reference_has_a_docstring() -> None:
+    """A newcomer reading an entry gets nbagent's words for it: not nothing, and not the
+    docstring of ``str`` or of a traitlets trait that autodoc shows in their place."""
+    entries = reference_entries()
+    missing = [name for name, owner in entries if not api_pages.docstring(name, owner)]
+    assert not missing, f"{len(missing)} of {len(entries)} reference entries have no docstring: {missing}"
+
+
+def test_a_constant_is_described_by_its_own_comment_not_its_types_docstring() -> None:
+    doc = api_pages.docstring("nbagent.tracing.CAPTURE_ENV")  # re-exported by nbagent.tracing
+    assert doc.startswith("the standard switch") and "str(object" not in doc
+    import nbagent
+
+    assert api_pages.docstring("nbagent.AgentRunner.run_step", nbagent.ReActAgent).startswith("Run the next step")
+    assert api_pages.docstring("nbagent.MessageRole.USER", nbagent.MessageRole), "an enum member's #: comment counts"
+
+
+def _routine(owner: type | None, name: str) -> Any:
+    """The function behind an entry (a method, classmethod, property's getter), or None."""
+    if owner is None:
+        obj = api_pages.resolve(name)
+    else:
+        obj = next((vars(k)[name.rpartition(".")[2]] for k in owner.__mro__ if name.rpartition(".")[2] in vars(k)), None)
+    obj = getattr(obj, "__func__", obj)
+    obj = obj.fget if isinstance(obj, property) else obj
+    return obj if inspect.isfunction(obj) else None
+
+
+def _hints(fn: Any) -> dict[str, Any]:
+    """``fn``'s annotations evaluated, with the names its module imports only for type checkers
+    (``if TYPE_CHECKING:``) imported too: a name there that does not exist fails here."""
+    import ast
+    import sys
+    import typing
+
+    module = sys.modules[fn.__module__]
+    names = dict(vars(module))
+    tree = ast.parse(inspect.getsource(module))
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            exec(compile(ast.Module(node.body, []), module.__name__, "exec"), names)
+    return typing.get_type_hints(fn, globalns=names)
+
+
+#: public entries whose result is whatever the caller put in (a stored value, a step's or a
+#: pipeline's output): ``Any`` is their precise type
+RETURNS_WHAT_WAS_STORED = {
+    "nbagent.workflow.Context.get", "nbagent.workflow.ContextStore.get", "nbagent.workflow.Event.get",
+    "nbagent.workflow.WorkflowHandler.result", "nbagent.Workflow.run_sync", "nbagent.workflow.StepSpec.invoke",
+    "nbagent.store.ValueDecoder.value", "nbagent.store.ValueDecoder.mark",
+    "nbagent.query_pipeline.QueryPipeline.run", "nbagent.query_pipeline.QueryPipeline.arun",
+}
+
+
+def test_public_signatures_name_real_types_and_return_any_only_for_stored_values() -> None:
+    """Each annotation of a public function or method resolves (a type imported for type
+    checkers only must exist there), and a result is ``Any`` only where the caller chose it."""
+    import typing
+
+    returns_any, checked = [], 0
+    for name, owner in reference_entries():
+        fn = _routine(owner, name)
+        if fn is None:
+            continue
+        hints = _hints(fn)
+        checked += 1
+        if hints.get("return") is typing.Any and name not in RETURNS_WHAT_WAS_STORED:
+            returns_any.append(name)
+    assert checked > 400, checked
+    assert not returns_any, f"public entries returning Any (annotate what they return): {returns_any}"
+    for name in RETURNS_WHAT_WAS_STORED:
+        assert name in dict(reference_entries()), f"{name} is no longer in the reference"

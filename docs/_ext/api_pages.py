@@ -218,6 +218,66 @@ def _pydantic_signature(app: Any, what: str, name: str, obj: Any, options: Any, 
     return ("(*, " + ", ".join(parts) + ")" if parts else "()"), return_annotation
 
 
+def _nbagent_modules() -> list[str]:
+    return sorted(name for name in sys.modules if name == "nbagent" or name.startswith("nbagent."))
+
+
+def _comment(module: str, key: tuple[str, str]) -> str:
+    """The ``#:`` comment (or string after the assignment) of a module's or class's attribute."""
+    from sphinx.pycode import ModuleAnalyzer
+    from sphinx.errors import PycodeError
+
+    try:
+        lines = ModuleAnalyzer.for_module(module).find_attr_docs().get(key, [])
+    except (PycodeError, ImportError):
+        return ""
+    return "\n".join(lines).strip()
+
+
+def constant_doc(dotted: str) -> str:
+    """The ``#:`` comment over a constant, read in the module that defines it: autodoc reads
+    only the package that re-exports it, and otherwise shows the docstring of ``str``."""
+    package, _, short = dotted.rpartition(".")
+    obj = resolve(dotted)
+    for module in [package] + [m for m in _nbagent_modules() if m != package]:
+        if getattr(sys.modules.get(module), short, _MISSING) is obj and (doc := _comment(module, ("", short))):
+            return doc
+    return ""
+
+
+_MISSING = object()
+
+
+def docstring(dotted: str, owner: type | None = None) -> str:
+    """The description nbagent itself writes for an entry (``owner``: the class a member is
+    listed under): a docstring, a field's ``#:`` comment, a constant's comment, inherited only
+    from nbagent's classes. Empty: the reference would show nothing, or another library's text."""
+    if owner is None:
+        obj = resolve(dotted)
+        if inspect.isclass(obj):
+            return next((d for k in obj.__mro__ if k.__module__.startswith("nbagent")
+                         and (d := (vars(k).get("__doc__") or "").strip())), "")
+        return (obj.__doc__ or "").strip() if inspect.isroutine(obj) else constant_doc(dotted)
+    name = dotted.rpartition(".")[2]
+    for klass in owner.__mro__:
+        if not klass.__module__.startswith("nbagent"):
+            continue
+        raw = vars(klass).get(name, _MISSING)
+        fn = getattr(raw, "__func__", raw)
+        fn = fn.fget if isinstance(fn, property) else fn
+        if inspect.isroutine(fn) and (doc := (fn.__doc__ or "").strip()):
+            return doc
+        if doc := _comment(klass.__module__, (klass.__qualname__, name)):
+            return doc
+    return ""
+
+
+def _data_docs(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """A constant's own comment instead of its type's docstring (``str(object='') -> str``)."""
+    if what == "data" and name.startswith("nbagent."):
+        lines[:] = constant_doc(name).splitlines()
+
+
 def _add_fields(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     if what in ("class", "exception") and inspect.isclass(obj):
         lines.extend(_pydantic_fields(obj))
@@ -251,6 +311,7 @@ def _write(app: Any) -> None:
 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", _write)
+    app.connect("autodoc-process-docstring", _data_docs)
     app.connect("autodoc-process-docstring", _add_fields)
     app.connect("autodoc-process-docstring", _plural_literals)
     app.connect("autodoc-process-bases", _public_bases)

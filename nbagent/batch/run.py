@@ -32,6 +32,8 @@ from nbagent.registry import html_view, show
 from nbagent.schema import AgentChatResponse
 
 if TYPE_CHECKING:
+    from pandas import DataFrame
+
     from nbagent.batch.store import BatchStore
     from nbagent.engine.state import TaskState
     from nbagent.runner.base import AgentRunner
@@ -187,7 +189,7 @@ class BatchRun(BatchScheduler):
         """One flat, JSON-able row per item (``BatchItem.row``), in input order."""
         return [item.row() for item in self.items]
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> DataFrame:
         """A DataFrame with one row per input (pandas is optional: ``pip install pandas``)."""
         try:
             import pandas as pd

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nbagent._compat import pop_callback_manager, warn_callback_manager
 from nbagent.engine.agent_state import AgentState
@@ -107,7 +107,7 @@ class TaskHolder(BaseAgent):
         announce_source(self)  # process-wide listeners (nbagent.tracing.instrument) attach here
 
     @property
-    def approve_tools(self) -> Any:
+    def approve_tools(self) -> Literal["all"] | list[str] | Callable[[str, dict[str, Any]], bool] | None:
         """Runner-wide approval policy: None (only tools marked ``requires_approval``),
         ``"all"``, a list of tool names, or ``fn(tool_name, arguments) -> bool``."""
         return self._approve_tools

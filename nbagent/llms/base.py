@@ -14,7 +14,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -100,7 +100,7 @@ def _restore_block(previous: bool | None) -> Iterator[None]:
         _blocked = previous
 
 
-def block_network(on: bool = True) -> Any:
+def block_network(on: bool = True) -> AbstractContextManager[None]:
     """Forbid (or allow) real network requests from models; usable as a context manager."""
     global _blocked
     previous = _blocked

@@ -58,6 +58,8 @@ _TOKEN_SPLIT = re.compile(r"\S+\s*|\s+")
 class _OfflineModel(LLM):
     """Shared by the offline models: reply normalisation, usage and streaming."""
 
+    #: record every request in ``requests`` (the messages and tools the model was sent), for
+    #: tests that check what the agent asked; False keeps memory flat in long runs
     keep_requests: bool = True
 
     def __init__(self, model: str, keep_requests: bool) -> None:

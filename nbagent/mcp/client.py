@@ -26,6 +26,14 @@ from nbagent.registry import html_view
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.types import (
+        CallToolResult,
+        GetPromptResult,
+        ListPromptsResult,
+        ListResourcesResult,
+        ListToolsResult,
+        ReadResourceResult,
+    )
 
 __all__ = ["BasicMCPClient", "MCPServerError", "close_tool_sessions"]
 
@@ -443,42 +451,42 @@ class BasicMCPClient:
         await self.aclose()
 
     # ----- requests (the names LlamaIndex's BasicMCPClient uses) -----------------------------
-    async def list_tools(self) -> Any:
+    async def list_tools(self) -> ListToolsResult:
         """The server's tools (an SDK ``ListToolsResult``, every page)."""
         result = await self._run(_list_all_tools, "listing tools")
         self._tools = list(result.tools)
         return result
 
-    async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None = None) -> Any:
+    async def call_tool(self, tool_name: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
         """Call a tool; returns the SDK's ``CallToolResult`` (``is_error`` set on a tool error)."""
         return await self._run(lambda c: c.call_tool(tool_name, arguments or {}), f"calling tool {tool_name!r}")
 
-    async def list_resources(self) -> Any:
+    async def list_resources(self) -> ListResourcesResult:
         """The server's resources (an SDK ``ListResourcesResult``): data it offers to read,
         each named by a URI that ``read_resource`` takes."""
         return await self._run(lambda c: c.list_resources(), "listing resources")
 
-    async def read_resource(self, uri: str) -> Any:
+    async def read_resource(self, uri: str) -> ReadResourceResult:
         """Read one resource by its URI (an SDK ``ReadResourceResult``: its text or binary
         contents)."""
         return await self._run(lambda c: c.read_resource(uri), f"reading resource {uri!r}")
 
-    async def list_prompts(self) -> Any:
+    async def list_prompts(self) -> ListPromptsResult:
         """The prompt templates the server offers (an SDK ``ListPromptsResult``)."""
         return await self._run(lambda c: c.list_prompts(), "listing prompts")
 
-    async def get_prompt(self, prompt_name: str, arguments: dict[str, str] | None = None) -> Any:
+    async def get_prompt(self, prompt_name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
         """One prompt filled in with ``arguments`` (an SDK ``GetPromptResult``: its
         messages)."""
         return await self._run(lambda c: c.get_prompt(prompt_name, arguments), f"getting prompt {prompt_name!r}")
 
-    def list_tools_sync(self) -> Any:
+    def list_tools_sync(self) -> ListToolsResult:
         """``list_tools`` for sync code."""
         result = self._run_sync(_list_all_tools, "listing tools")
         self._tools = list(result.tools)
         return result
 
-    def call_tool_sync(self, tool_name: str, arguments: dict[str, Any] | None = None) -> Any:
+    def call_tool_sync(self, tool_name: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
         """``call_tool`` for sync code."""
         return self._run_sync(lambda c: c.call_tool(tool_name, arguments or {}), f"calling tool {tool_name!r}")
 
@@ -490,7 +498,7 @@ class BasicMCPClient:
         return html_view(self)
 
 
-async def _list_all_tools(client: Client) -> Any:
+async def _list_all_tools(client: Client) -> ListToolsResult:
     first = await client.list_tools()
     tools = list(first.tools)
     cursor = first.next_cursor

@@ -52,9 +52,11 @@ class InputKeys:
 
     @classmethod
     def from_keys(cls, required_keys: set[str], optional_keys: set[str] | None = None) -> InputKeys:
+        """The inputs a component takes, as LlamaIndex's components declare them."""
         return cls(required_keys, optional_keys)
 
     def all(self) -> set[str]:
+        """Every input name, required or optional."""
         return self.required_keys | self.optional_keys
 
     def __len__(self) -> int:
@@ -72,6 +74,7 @@ class OutputKeys:
 
     @classmethod
     def from_keys(cls, required_keys: set[str]) -> OutputKeys:
+        """The outputs a component returns, as LlamaIndex's components declare them."""
         return cls(required_keys)
 
     def __repr__(self) -> str:
@@ -324,6 +327,7 @@ class BaseStatefulComponent(QueryComponent):
     state: dict[str, Any]
 
     def reset_state(self) -> None:
+        """Forget the state: an empty dict (a pipeline gives its components its own)."""
         self.state = {}
 
 
@@ -395,6 +399,8 @@ class ChainableMixin(ABC):
         """The component for this object."""
 
     def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> QueryComponent:
+        """The component a pipeline runs for this object, with ``partial`` inputs already
+        filled in (a pipeline calls it when it is given the object as a module)."""
         component = self._as_query_component(**kwargs)
         component.partial(**(partial or {}))
         return component

@@ -25,11 +25,17 @@ __all__ = ["Link", "ComponentIntermediates", "QueryPipeline"]
 class Link:
     """A link from one module's output to another module's input."""
 
+    #: the module the value comes from
     src: str
+    #: the module the value goes to
     dest: str
+    #: which of ``src``'s outputs (None: its only one)
     src_key: str | None = None
+    #: which of ``dest``'s inputs (None: its only required one)
     dest_key: str | None = None
+    #: the link is taken only if this returns true for the value (None: always)
     condition_fn: Callable[[Any], bool] | None = None
+    #: turns the value into ``dest``'s input (None: passed as it is)
     input_fn: Callable[[Any], Any] | None = None
 
 
@@ -233,6 +239,7 @@ class QueryPipeline(QueryComponent):
     # state and callbacks ----------------------------------------------------------------
     @property
     def stateful_components(self) -> list[BaseStatefulComponent]:
+        """The components that share the pipeline's ``state`` (nested pipelines' included)."""
         return _stateful(self)
 
     def _share_state(self, state: dict[str, Any]) -> None:
@@ -253,6 +260,8 @@ class QueryPipeline(QueryComponent):
         self._share_state(state)
 
     def reset_state(self) -> None:
+        """Start again from an empty ``state``, for the pipeline and its stateful components
+        (an agent's next task should not see the last one's)."""
         self.set_state({})
 
     # running ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -38,6 +38,9 @@ from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskSt
 from nbagent.structured import json_instructions, parse_json_answer
 from nbagent.tools import ToolMetadata
 from nbagent.workers.base import BaseAgentWorker
+
+if TYPE_CHECKING:
+    from nbagent.viz.graph import DotDisplay
 
 __all__ = [
     "StructuredPlannerAgent",
@@ -403,7 +406,7 @@ class StructuredPlannerAgent(AgentRunner):
         self.state.reset()
 
     # ----- views -------------------------------------------------------------------------
-    def draw_plan(self, plan_id: str | None = None, **options: Any) -> Any:
+    def draw_plan(self, plan_id: str | None = None, **options: Any) -> DotDisplay:
         """The plan as the DAG it is: a node per sub-task (done, running, ready, waiting),
         an edge from each dependency; default: the newest plan. ``options``: the drawing's
         ``title``, ``rankdir`` ("TB" or "LR"), ``max_label`` and ``wrap`` (label length and
@@ -413,4 +416,4 @@ class StructuredPlannerAgent(AgentRunner):
                 raise ValueError("the agent has no plan yet; create one with create_plan(...) or chat(...)")
             plan_id = next(reversed(self.state.plan_dict))
         self.state._plan(plan_id)
-        return show(self, "draw_plan", plan_id, **options)
+        return show(self, "draw_plan", plan_id, **options)  # type: ignore[no-any-return]

@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT", "VERSION", "SavedWorker", "runner_to_dict", "runner_from_dict", "check_header"]
 
+#: the ``"format"`` every saved run starts with: a file without it is not a run
 FORMAT = "nbagent-run"
+#: the newest run format this nbagent writes and reads; a newer file asks for an upgrade
 VERSION = 1
 
 R = TypeVar("R", bound="AgentRunner")
@@ -306,6 +308,8 @@ class SavedWorker(BaseAgentWorker):
 
     @property
     def saved_model(self) -> str | None:
+        """The model the run was saved with (its name, as the worker described it), if any:
+        say which model to load it with."""
         model = self.info.get("model")
         return model if isinstance(model, str) else None
 

@@ -52,6 +52,8 @@ class ValueDecoder:
         self.outputs: list[TaskStepOutput] = []
 
     def fail(self, where: str, why: str) -> PersistError:
+        """The error for a value that cannot be rebuilt, naming the file, the place in it and
+        why (returned, for the caller to raise)."""
         return PersistError(f"{self.source}: {where}: {why}")
 
     def mark(self) -> Any:
@@ -99,6 +101,9 @@ class ValueDecoder:
         self.pending.append(n)  # until the value that defines it is whole
 
     def value(self, d: Any, where: str) -> Any:
+        """Rebuild one JSON value of a run: plain values as they are, ``{"$ref": n}`` the object
+        defined before as number n, ``{"$type": ...}`` a tagged type (a registered one, see
+        ``allow_type``); anything else fails with a ``PersistError`` naming ``where``."""
         if d is None or type(d) in (str, bool, int, float):
             return d
         if type(d) is list:

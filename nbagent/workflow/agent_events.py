@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from nbagent.messages import ChatMessage, ToolOutput, ToolSelection
 from nbagent.workflow.events import Event
+
+M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "AgentInput",
@@ -73,7 +75,7 @@ class AgentOutput(Event):
     def __str__(self) -> str:
         return self.response.text
 
-    def get_pydantic_model(self, model: type[Any]) -> Any:
+    def get_pydantic_model(self, model: type[M]) -> M:
         """The typed answer as ``model`` (validated; works on a loaded run's plain dict too)."""
         if self.structured_response is None:
             raise ValueError("this output has no structured_response (was output_cls given?)")
@@ -89,7 +91,7 @@ class AgentStreamStructuredOutput(Event):
 
     output: Any = Field(description="The typed answer's fields (a dict), or what structured_output_fn returned.")
 
-    def get_pydantic_model(self, model: type[Any]) -> Any:
+    def get_pydantic_model(self, model: type[M]) -> M | None:
         """``output`` as ``model`` (validated); None when there is no output."""
         if self.output is None:
             return None

@@ -295,6 +295,8 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
 
     # ----- display ------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
+        """The agent as plain data: kind, name, description, model, tools, handoffs and
+        system prompt (what its card shows; the same keys as a worker's ``describe()``)."""
         return {
             "kind": type(self).__name__,
             "name": self.name,

@@ -54,13 +54,15 @@ class StepSpec:
         return type(event) in self.accepts
 
     async def invoke(self, workflow: Any, ctx: Any, event: Event) -> Any:
+        """Run the step on ``event`` (with ``ctx`` if it takes the context); returns what the
+        step returned, for the engine to route. The engine calls it; a test may too."""
         kwargs: dict[str, Any] = {self.event_param: event}
         if self.ctx_param is not None:
             kwargs[self.ctx_param] = ctx
         return await self.fn(workflow, **kwargs)
 
 
-def step(fn: F | None = None, *, num_workers: int = 1) -> Any:
+def step(fn: F | None = None, *, num_workers: int = 1) -> F | Callable[[F], F]:
     """Mark an ``async def`` method of a ``Workflow`` as a step.
 
     ``num_workers`` is how many events this step may handle at the same time.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.events import EventDispatcher
 from nbagent.registry import show
@@ -15,6 +15,9 @@ from nbagent.workflow.errors import WorkflowCancelledError
 from nbagent.workflow.events import Event, HumanResponseEvent
 from nbagent.workflow.runtime import END, Listener, Runner
 from nbagent.workflow.stepwise import run_one_step
+
+if TYPE_CHECKING:
+    from nbagent.viz.workflow_live import HumanInputBox
 
 __all__ = ["WorkflowHandler"]
 
@@ -217,9 +220,9 @@ class WorkflowHandler:
         values = {**waiter.requirements, **fields}
         self.send_event(event_type(response=response, waiter_id=key, **values))
 
-    def input_box(self) -> Any:
+    def input_box(self) -> HumanInputBox:
         """A notebook widget (text box and button) that answers this run's questions."""
-        return show(self, "input_box")
+        return show(self, "input_box")  # type: ignore[no-any-return]
 
     # ----- stopping and saving ------------------------------------------------------------
     def stop(self) -> None:

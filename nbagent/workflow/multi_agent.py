@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import field_validator
 
@@ -43,6 +43,9 @@ from nbagent.workflow.decorators import step
 from nbagent.workflow.errors import WorkflowRuntimeError
 from nbagent.workflow.events import StartEvent, StopEvent
 from nbagent.workflow.handler import WorkflowHandler
+
+if TYPE_CHECKING:
+    from nbagent.viz.workflow_html import DotDisplay
 from nbagent.workflow.react_agent import ReActAgent
 from nbagent.workflow.templates import checked_template
 from nbagent.workflow.tools import workflow_tool
@@ -62,6 +65,8 @@ HANDOFF_TOOL_NAME = "handoff"
 RUN_TOOL_CALLS_KEY = "current_tool_calls"
 
 # the reference's words (llama_index 0.12.52)
+#: the description of the handoff tool (``{agent_info}``: the agents it may hand off to);
+#: ``AgentWorkflow(handoff_prompt=...)`` replaces it
 DEFAULT_HANDOFF_PROMPT = """Useful for handing off to another agent.
 If you are currently not equipped to handle the user's request, or another agent is better suited to handle the request, please hand off to the appropriate agent.
 
@@ -69,6 +74,8 @@ Currently available agents:
 {agent_info}
 """
 
+#: wraps each user message when the workflow's state is not empty (``{state}``, ``{msg}``);
+#: ``state_prompt=...`` replaces it
 DEFAULT_STATE_PROMPT = """Current state:
 {state}
 
@@ -76,6 +83,8 @@ Current message:
 {msg}
 """
 
+#: what the handoff tool returns to the model (``{to_agent}``, ``{reason}``);
+#: ``handoff_output_prompt=...`` replaces it
 DEFAULT_HANDOFF_OUTPUT_PROMPT = (
     "Agent {to_agent} is now handling the request due to the following reason: {reason}.\n"
     "Please continue with the current request."
@@ -556,9 +565,9 @@ class AgentWorkflow(Workflow, PromptMixin):
         )
 
     # ----- views --------------------------------------------------------------------------
-    def draw_agents(self) -> Any:
+    def draw_agents(self) -> DotDisplay:
         """The agents and who may hand off to whom, as a displayable graph."""
-        return show(self, "draw_agents")
+        return show(self, "draw_agents")  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return (

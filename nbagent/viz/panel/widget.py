@@ -84,20 +84,37 @@ class AgentPanel(anywidget.AnyWidget):  # type: ignore[misc]
     _esm = STATIC / "panel.js"
     _css = STATIC / "panel.css"
 
-    kind = traitlets.Unicode("agent").tag(sync=True)  # which panel the shared ES module draws
+    # The synced state (the protocol in the module docstring): read it in tests and scripts
+    # (``panel.status["state"]``); the panel sets it, the browser only draws it.
+    #: which panel the shared ES module draws ("agent" here)
+    kind = traitlets.Unicode("agent").tag(sync=True)
+    #: the version of this protocol, so a stale front end can tell it is stale
     protocol = traitlets.Int(PROTOCOL).tag(sync=True)
+    #: the DOT text of the shown task's step graph
     dot = traitlets.Unicode("").tag(sync=True)
+    #: one dict per drawn step node (its step id, number, status, text), for clicks and keys
     nodes = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: the inspected step's id ("" for none)
     selected = traitlets.Unicode("").tag(sync=True)
+    #: the status line's parts: state, colour, counts, error, answer, the last refused press
     status = traitlets.Dict().tag(sync=True)
+    #: which buttons are enabled, by name ("step", "run", "undo", "retry", ...)
     buttons = traitlets.Dict().tag(sync=True)
+    #: the task picker's choices, ``{"id", "label"}`` each
     tasks = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: the shown task's id ("" for none)
     task = traitlets.Unicode("").tag(sync=True)
+    #: the tail of what the running (or last) step streamed
     tokens = traitlets.Unicode("").tag(sync=True)
+    #: which step ``tokens`` belong to, and whether it is still streaming
     tokens_note = traitlets.Unicode("").tag(sync=True)
+    #: the inspected step's details ({} for none)
     inspector = traitlets.Dict().tag(sync=True)
+    #: the tool calls waiting for a decision, one dict each (call id, step, tool, arguments)
     approvals = traitlets.List(traitlets.Dict()).tag(sync=True)
+    #: the conversation shown: its newest messages and how many came before
     transcript = traitlets.Dict().tag(sync=True)
+    #: the text the next step gets as its input (kept after a failure, to retry with)
     inject_text = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
