@@ -48,7 +48,7 @@ def browser_cell(*, cannot: str = "", optional: Sequence[str] = ()) -> Cell:
     return code(f"""
 from nbagent.runtime import browser_note
 
-browser_note({", ".join(args)})  # in a browser, says what differs there; elsewhere prints nothing
+browser_note({", ".join(args)})  # in a browser: what differs there (elsewhere: nothing)
 """)
 
 
