@@ -25,11 +25,41 @@ _scoped: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar("
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 
+_BATCH = 64  # random ids drawn from the OS at a time (one system call, not one per step)
+_random_ids: Iterator[str] = iter(())
+
+
+def _forget_random_ids() -> None:
+    """A forked process must not hand out the ids its parent will (``os.register_at_fork``)."""
+    global _random_ids
+    _random_ids = iter(())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_random_ids)
+
+
+def _uuid4(h: str) -> str:
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
 def new_id() -> str:
     """Return a new id: a random uuid4, or the next one of the seeded sequence."""
     rng = current_rng()
-    h = os.urandom(16).hex() if rng is None else f"{rng.getrandbits(128):032x}"
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+    if rng is not None:
+        return _uuid4(f"{rng.getrandbits(128):032x}")
+    # uuid4s from os.urandom, drawn _BATCH at a time; taking one is next() on a list's
+    # iterator, which no two threads can both get the same item of
+    found = next(_random_ids, None)
+    return found if found is not None else _more_random_ids()
+
+
+def _more_random_ids() -> str:
+    global _random_ids
+    raw = os.urandom(16 * _BATCH).hex()
+    fresh = iter([_uuid4(raw[i : i + 32]) for i in range(0, 32 * _BATCH, 32)])
+    _random_ids = fresh
+    return next(fresh)
 
 
 def current_rng() -> random.Random | None:

@@ -21,6 +21,7 @@ __all__ = ["AppendLog", "OneChange", "snapshot_dict", "restore_dict", "plain_sna
 T = TypeVar("T")
 
 _IMMUTABLE = (str, int, float, bool, bytes, type(None), frozenset)
+_IMMUTABLE_TYPES = frozenset(_IMMUTABLE)  # (their exact types: one look-up, before isinstance)
 
 
 class AppendLog(list[T], Generic[T]):
@@ -91,7 +92,7 @@ class _Saved:
 
 
 def _snap_value(value: Any, memo: dict[int, Any], prev: Any = None) -> Any:
-    if isinstance(value, _IMMUTABLE):
+    if type(value) in _IMMUTABLE_TYPES or isinstance(value, _IMMUTABLE):
         return value  # kept as it is: nothing to save
     snap = getattr(value, "snapshot", None)
     if snap is not None and callable(snap) and hasattr(value, "restore"):
@@ -210,16 +211,16 @@ def snapshot_dict(
     if base is None or len(base) != len(d):
         before = prev if isinstance(prev, Mapping) else {}
         return shared_keys({k: _snap_value(v, memo, before.get(k)) for k, v in d.items()})
-    values = []
+    values: list[Any] = []
     changed = -1
-    for i, ((k, v), (bk, bv)) in enumerate(zip(d.items(), base.items())):
+    for (k, v), (bk, bv) in zip(d.items(), base.items()):
         if k != bk:  # another layout: a full snapshot
             changed = -2
             break
         snap = _snap_value(v, memo, one_value if k == one_key else bv)
-        values.append(snap)
         if snap is not bv:
-            changed = i if changed == -1 else -2
+            changed = len(values) if changed == -1 else -2
+        values.append(snap)
     if changed >= 0:
         key = next(islice(d, changed, None))
         return OneChange(base, key, values[changed])

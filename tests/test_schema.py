@@ -136,3 +136,42 @@ def test_stream_started_on_a_running_loop_read_synchronously_is_a_clear_error() 
             list(s.response_gen)
 
     asyncio.run(main())
+
+
+def test_random_ids_are_uuid4s_unique_across_threads_and_a_fork() -> None:
+    """Random ids come from os.urandom a batch at a time: every one a uuid4, none handed out
+    twice (threads take them at once), and a forked child draws its own, not its parent's next."""
+    import os
+    import threading
+    import uuid
+
+    seen: list[list[str]] = []
+
+    def draw() -> None:
+        seen.append([new_id() for _ in range(500)])
+
+    threads = [threading.Thread(target=draw) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for batch in seen for i in batch]
+    assert len(ids) == 4000 and len(set(ids)) == 4000
+    for i in ids[:200]:
+        u = uuid.UUID(i)
+        assert u.version == 4 and u.variant == uuid.RFC_4122 and str(u) == i
+    if not hasattr(os, "fork"):
+        return
+    new_id()  # the batch now has ids left
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.close(read)
+        os.write(write, "\n".join(new_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        child = fh.read().split("\n")
+    os.waitpid(pid, 0)
+    parent = [new_id() for _ in range(3)]
+    assert len(child) == 3 and not set(child) & set(parent)
