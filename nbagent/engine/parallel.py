@@ -103,6 +103,7 @@ class ParallelStepEngine(StepEngine):
 
     _max_concurrency: int | None  # the bound (``max_concurrency``)
     _loop_claims: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, txn.Claim]  # one per event loop
+    _last_claim: tuple[weakref.ref[asyncio.AbstractEventLoop], txn.Claim] | None  # the last one asked for
 
     def __init__(
         self,
@@ -138,6 +139,7 @@ class ParallelStepEngine(StepEngine):
         """What a parallel engine has beyond a step engine (its facade calls this too)."""
         self.max_concurrency = max_concurrency
         self._loop_claims = weakref.WeakKeyDictionary()
+        self._last_claim = None
 
     @property
     def max_concurrency(self) -> int | None:
@@ -191,11 +193,7 @@ class ParallelStepEngine(StepEngine):
     def _snapshot_step(self, state: TaskState, step: TaskStep) -> StepSnapshot:
         alone = not state.running
         if alone:  # full snapshot: it may be restored as a whole, as in AgentRunner
-            base = state.snapshot(step)
-            snap = BranchSnapshot(
-                base.step_id, base.step_input, base.queue, base.extra_state, base.step_state,
-                base.scratch,
-            )
+            snap = state.snapshot(step, BranchSnapshot)  # type: ignore[assignment]
         else:  # beside other steps: only its own part can ever be restored
             own = step.step_state
             snap = BranchSnapshot(
@@ -226,10 +224,14 @@ class ParallelStepEngine(StepEngine):
         """Steps of one task run together on one event loop, sharing its claim; a call from
         another thread (another loop) finds the task busy until they are all done."""
         loop = asyncio.get_running_loop()
+        last = self._last_claim  # (every step of a parallel run asks: the same loop's)
+        if last is not None and last[0]() is loop:
+            return last[1]
         tokens = self._loop_claims
         token = tokens.get(loop)
         if token is None:
             token = tokens.setdefault(loop, txn.Claim(loop))
+        self._last_claim = (weakref.ref(loop), token)
         return token  # type: ignore[no-any-return]
 
     def _roll_back(self, state: TaskState, step: TaskStep, snap: StepSnapshot) -> None:

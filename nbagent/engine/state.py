@@ -259,10 +259,11 @@ class TaskState:
         self.undone_ids.discard(step.step_id)
 
     # ----- snapshots ---------------------------------------------------------------------
-    def snapshot(self, step: TaskStep) -> StepSnapshot:
+    def snapshot(self, step: TaskStep, kind: type[StepSnapshot] | None = None) -> StepSnapshot:
         """Record what running ``step`` may change (its input, the queue, the task's extra
         state, the step's state, the scratch memory), so a failure or an undo can put it
-        back (``restore``); values the last snapshot already holds are shared, not copied."""
+        back (``restore``); values the last snapshot already holds are shared, not copied.
+        ``kind``: a subclass of ``StepSnapshot`` to make (its other fields at their defaults)."""
         extra = self.task.extra_state
         memo: dict[int, Any] = {}  # values shared by the two dicts stay shared
         prev = self.history[-1].extra_state if self.history else None  # unchanged values share
@@ -274,7 +275,7 @@ class TaskState:
             step_snap = extra_snap  # merged into extra_state (CustomSimpleAgentWorker): one serves both
         else:
             step_snap = snapshot_dict(step_state, memo)
-        return StepSnapshot(
+        return (kind or StepSnapshot)(
             step_id=step.step_id,
             step_input=step.input,
             queue=None
