@@ -95,6 +95,7 @@ class Memory(ChatMemoryBuffer):
         self.image_token_size_estimate = image_token_size_estimate
         self.audio_token_size_estimate = audio_token_size_estimate
         self._archived = 0
+        self.given_tokenizer = tokenizer_fn  # what a saved run names (tokenizer_fn wraps it)
         super().__init__(token_limit, chat_history, _token_counter(tokenizer_fn))
         if not isinstance(archived, int) or isinstance(archived, bool) or not 0 <= archived <= len(self._messages):
             raise ValueError(
@@ -267,6 +268,17 @@ class Memory(ChatMemoryBuffer):
     async def areset(self, status: Any = None) -> None:
         """``reset``, awaitable as on the reference."""
         self.reset(status)
+
+    def settings(self) -> dict[str, Any]:
+        """What the constructor took besides the limit, the history and the tokenizer: what a
+        saved run keeps to build the same memory again."""
+        return {
+            "session_id": self.session_id,
+            "chat_history_token_ratio": self.chat_history_token_ratio,
+            "token_flush_size": self.token_flush_size,
+            "image_token_size_estimate": self.image_token_size_estimate,
+            "audio_token_size_estimate": self.audio_token_size_estimate,
+        }
 
     # -- undo -----------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from nbagent import costs
 from nbagent import ids as _ids
 from nbagent.memory import ChatMemoryBuffer
+from nbagent.session_memory import Memory
 from nbagent.messages import TokenUsage
 from nbagent.snapshot import plain_snapshot
 from nbagent.engine.state import _NO_STATE, StepFailure, StepSnapshot, TaskState
@@ -611,13 +612,14 @@ def _task_from_dict(
         raise PersistError(f"{src}: {where}.undone_ids must be a list of step ids (strings), got {_short(bad[0])}")
     state.undone_ids = set(undone_ids)
     history = []
+    snap_len = 4 if type(state.task.scratch_memory) is Memory else 3  # a session Memory's says how many are archived
     for j, hd in enumerate(_need(tdoc, "history", list, where, src)):
         w = f"{where}.history[{j}]"
         queue = hd.get("queue")
         extra_snap = dec.value(hd.get("extra_state", {}), f"{w}.extra_state")
         step_snap = dec.value(hd.get("step_state", {}), f"{w}.step_state")
         scratch_snap = dec.value(_need(hd, "scratch", dict, w, src), f"{w}.scratch")
-        if not (isinstance(scratch_snap, tuple) and len(scratch_snap) == 3):
+        if not (isinstance(scratch_snap, tuple) and len(scratch_snap) == snap_len):
             raise PersistError(f"{src}: {w}.scratch is not a memory snapshot")
         snap_cls: Any = StepSnapshot
         more: dict[str, Any] = {}

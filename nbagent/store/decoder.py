@@ -18,9 +18,10 @@ from nbagent._prefix import PrefixView
 from nbagent.allowlist import _ALLOWED, NotAllowedError, PersistError, _resolve
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.schema import StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
+from nbagent.session_memory import Memory
 from nbagent.snapshot import AppendLog, _Saved
 
-__all__ = ["ValueDecoder", "memory_tokenizer"]
+__all__ = ["ValueDecoder", "memory_tokenizer", "new_memory", "fill_memory"]
 
 
 def memory_tokenizer(rec: dict[str, Any], where: str, fail: Callable[[str, str], PersistError]) -> Any:
@@ -36,6 +37,40 @@ def memory_tokenizer(rec: dict[str, Any], where: str, fail: Callable[[str, str],
         )))
     return tokenizer
 
+
+#: what a session Memory's saved record may set besides its limit and tokenizer
+_MEMORY_SETTINGS = frozenset(
+    {"session_id", "chat_history_token_ratio", "token_flush_size", "image_token_size_estimate", "audio_token_size_estimate"}
+)
+
+
+def new_memory(rec: dict[str, Any], where: str, fail: Callable[[str, str], PersistError]) -> ChatMemoryBuffer:
+    """An empty memory with a saved record's settings: a ChatMemoryBuffer, or a session
+    ``Memory`` when the record has ``session`` (``encoder.memory_record``)."""
+    tokenizer = memory_tokenizer(rec, where, fail)
+    session = rec.get("session")
+    if session is None:
+        return ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=tokenizer)
+    if type(session) is not dict or not set(session) <= _MEMORY_SETTINGS:
+        raise fail(where, f"a Memory's saved settings must be a dict of {sorted(_MEMORY_SETTINGS)}")
+    try:
+        return Memory(token_limit=rec["token_limit"], tokenizer_fn=tokenizer, **session)
+    except (TypeError, ValueError) as err:
+        raise fail(where, f"the saved Memory's settings are not valid: {err}") from err
+
+
+def fill_memory(
+    buf: ChatMemoryBuffer, messages: list[Any], counts: list[Any], rec: dict[str, Any], where: str,
+    fail: Callable[[str, str], PersistError],
+) -> None:
+    """Give a memory made by ``new_memory`` its messages (and a Memory its archived count)."""
+    buf._messages = messages
+    buf._counts = counts
+    if type(buf) is Memory:
+        archived = rec.get("archived", 0)
+        if type(archived) is not int or not 0 <= archived <= len(messages):
+            raise fail(where, f"a Memory's archived count must be an int from 0 to its {len(messages)} messages, got {archived!r}")
+        buf._archived = archived
 
 
 class ValueDecoder:
@@ -237,15 +272,14 @@ class ValueDecoder:
         return obj
 
     def _memory(self, d: dict[str, Any], where: str) -> Any:
-        buf = ChatMemoryBuffer(token_limit=d["token_limit"], tokenizer_fn=memory_tokenizer(d, where, self.fail))
+        buf = new_memory(d, where, self.fail)
         if "$id" in d:
             self._define(d["$id"], buf, where)
         messages = self.value(d["messages"], f"{where}.messages")
         counts = self.value(d["counts"], f"{where}.counts")
         if type(messages) is not list or type(counts) is not list or len(messages) != len(counts):
             raise self.fail(where, "a ChatMemoryBuffer needs lists of messages and counts of the same length")
-        buf._messages = messages
-        buf._counts = counts
+        fill_memory(buf, messages, counts, d, where, self.fail)
         return buf
 
     def _stream(self, d: dict[str, Any], where: str) -> Any:
@@ -295,6 +329,7 @@ _TAGS: dict[str, Callable[[ValueDecoder, dict[str, Any], str], Any]] = {
     "enum": ValueDecoder._enum,
     "model": ValueDecoder._model,
     "ChatMemoryBuffer": ValueDecoder._memory,
+    "Memory": ValueDecoder._memory,
     "StreamingAgentChatResponse": ValueDecoder._stream,
     "saved": ValueDecoder._saved,
     "step": ValueDecoder._step,

@@ -4,6 +4,7 @@ Values are plain JSON where they can be; the others are tagged objects::
 
     {"$type": "tuple", "items": [...]}           {"$type": "AppendLog", "items": [...]}
     {"$type": "ChatMemoryBuffer", "token_limit": 3000, "messages": [...], "counts": [...]}
+    {"$type": "Memory", ... the same, and "session": {"session_id": ..., ...}, "archived": 2}
     {"$type": "model", "class": "nbagent.messages:ChatMessage", "data": {...}}
     {"$type": "enum", "class": "module:Qualname", "value": ...}
     {"$type": "step", "id": "..."}   {"$type": "output", "n": 3}   (this task's steps/outputs)
@@ -28,9 +29,10 @@ from nbagent._prefix import PrefixView
 from nbagent.allowlist import _ALLOWED, PersistError, _is_nbagent, _ref_of
 from nbagent.memory import ChatMemoryBuffer, count_tokens
 from nbagent.schema import StreamingAgentChatResponse, Task, TaskStep, TaskStepOutput
+from nbagent.session_memory import Memory
 from nbagent.snapshot import AppendLog, _Saved
 
-__all__ = ["ValueEncoder", "SHARED_STR_CHARS", "plain_items", "model_data", "model_node"]
+__all__ = ["ValueEncoder", "SHARED_STR_CHARS", "plain_items", "model_data", "model_node", "memory_record"]
 
 SHARED_STR_CHARS = 4096  # texts this long are written once per file and referred to after
 
@@ -201,7 +203,7 @@ class ValueEncoder:
         raise PersistError(
             f"cannot save {_path_text(path)}: a value of type {t.__module__}.{t.__qualname__} "
             f"({_short_repr(v)}); a run file holds JSON values, tuples, sets, bytes, AppendLog, "
-            "ChatMemoryBuffer, pydantic models and Enums (nbagent's own, or registered with "
+            "ChatMemoryBuffer, Memory, pydantic models and Enums (nbagent's own, or registered with "
             "nbagent.persist.allow_type)"
         )
 
@@ -239,20 +241,32 @@ class ValueEncoder:
         n, first = self._number(v)
         if not first:
             return {"$ref": n}
-        out: dict[str, Any] = {"$type": "ChatMemoryBuffer", "$id": n, "token_limit": v.token_limit}
-        if v.tokenizer_fn is not count_tokens:
-            fn = v.tokenizer_fn
-            ref = _ref_of(fn) if hasattr(fn, "__qualname__") else repr(fn)
-            if _ALLOWED.get(ref) is not fn:
-                raise PersistError(
-                    f"cannot save {_path_text(path)}.tokenizer_fn: {ref} is not nbagent's token "
-                    "counter; register it with nbagent.persist.allow_type(fn) (a module-level "
-                    "function) so the loaded memory counts tokens the same way"
-                )
-            out["tokenizer"] = ref
+        out: dict[str, Any] = {"$type": type(v).__name__, "$id": n, **memory_record(v, path)}
         out["messages"] = self.value(v._messages, (path, ".messages"))
         out["counts"] = self.value(v._counts, (path, ".counts"))
         return out
+
+
+def memory_record(v: ChatMemoryBuffer, path: Path_ = None) -> dict[str, Any]:
+    """A memory's settings as a saved run keeps them: its token limit, its tokenizer (when not
+    nbagent's counter: a registered function), and for a session ``Memory`` what its
+    constructor took besides and how many of its messages are archived."""
+    rec: dict[str, Any] = {"token_limit": v.token_limit}
+    session = type(v) is Memory
+    fn = v.given_tokenizer if session else v.tokenizer_fn  # type: ignore[attr-defined]
+    if fn is not None and fn is not count_tokens:
+        ref = _ref_of(fn) if hasattr(fn, "__qualname__") else repr(fn)
+        if _ALLOWED.get(ref) is not fn:
+            raise PersistError(
+                f"cannot save {_path_text(path)}.tokenizer_fn: {ref} is not nbagent's token "
+                "counter; register it with nbagent.persist.allow_type(fn) (a module-level "
+                "function) so the loaded memory counts tokens the same way"
+            )
+        rec["tokenizer"] = ref
+    if session:
+        rec["session"] = v.settings()  # type: ignore[attr-defined]
+        rec["archived"] = v._archived  # type: ignore[attr-defined]
+    return rec
 
 
 Encode = Callable[[Any, Path_], Any]  # a value -> its JSON (ValueEncoder.value, or an early exit's)
@@ -286,7 +300,7 @@ def _handler_for(t: type) -> Callable[[ValueEncoder, Any, Path_], Any]:
         h = E._task
     elif issubclass(t, BaseModel):
         h = E._model
-    elif t is ChatMemoryBuffer:
+    elif t is ChatMemoryBuffer or t is Memory:
         h = E._memory
     elif t is StreamingAgentChatResponse:
         h = E._streaming

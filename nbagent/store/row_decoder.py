@@ -11,7 +11,8 @@ from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.messages import ChatMessage
 from nbagent.snapshot import AppendLog, _Saved
-from nbagent.store.decoder import ValueDecoder, memory_tokenizer
+from nbagent.session_memory import Memory
+from nbagent.store.decoder import ValueDecoder, fill_memory, new_memory
 
 if TYPE_CHECKING:
     from nbagent.store.reader import StoreRows
@@ -57,10 +58,14 @@ class StoreDecoder(ValueDecoder):
         if type(d) is dict:
             if "$c" in d:
                 c = self._object(d["$c"], where)
-                if "t" in d:  # a memory's snapshot
-                    if type(c) is not ChatMemoryBuffer or type(d["t"]) is not int:
+                if "t" in d:  # a memory's snapshot (a session Memory's: how many archived too)
+                    if not isinstance(c, ChatMemoryBuffer) or type(d["t"]) is not int:
                         raise self.fail(where, f"object {d['$c']} is not a memory, or {d['t']!r} not a length")
-                    return (c._messages, c._counts, d["t"])
+                    if "a" not in d:
+                        return (c._messages, c._counts, d["t"])
+                    if type(c) is not Memory or type(d["a"]) is not int:
+                        raise self.fail(where, f"object {d['$c']} is not a session Memory, or {d['a']!r} not a count")
+                    return (c._messages, c._counts, d["t"], d["a"])
                 if "s" in d:  # a memory's or log's own snapshot
                     return _Saved(c, self.value(d["s"], where), False)
                 if "v" in d:  # a view of the log's first n items
@@ -68,7 +73,7 @@ class StoreDecoder(ValueDecoder):
                 part = d.get("p")
                 if part is None:
                     return c
-                if type(c) is not ChatMemoryBuffer:
+                if not isinstance(c, ChatMemoryBuffer):
                     raise self.fail(where, f"object {d['$c']} is not a memory")
                 return c._messages if part == "m" else c._counts
             if "$d" in d:
@@ -122,11 +127,10 @@ class StoreDecoder(ValueDecoder):
         if kind == "mem":
             if type(rec) is not dict or type(rec.get("token_limit")) is not int:
                 raise self.fail(where, f"stored memory {k} has no token limit")
-            buf = ChatMemoryBuffer(token_limit=rec["token_limit"], tokenizer_fn=memory_tokenizer(rec, where, self.fail))
+            buf = new_memory(rec, where, self.fail)
             self.built[k] = buf
             pairs = [self._item(k, i, where) for i in order]
-            buf._messages = [m for m, _ in pairs]
-            buf._counts = [c for _, c in pairs]
+            fill_memory(buf, [m for m, _ in pairs], [c for _, c in pairs], rec, where, self.fail)
             return buf
         raise self.fail(where, f"stored object {k} has an unknown kind {kind!r}")
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent._prefix import PrefixView
 from nbagent.memory import ChatMemoryBuffer
+from nbagent.session_memory import Memory
 from nbagent.schema import TaskStep, TaskStepOutput
 from nbagent.snapshot import AppendLog, _Saved, plain_snapshot
 from nbagent.engine.state import StepSnapshot
@@ -113,18 +114,19 @@ class StoreEncoder(ValueEncoder):
             w.touched.add(found[2])
             return found[0]  # type: ignore[no-any-return]
         t = type(v)
-        if t is ChatMemoryBuffer or t is AppendLog:
+        if t is ChatMemoryBuffer or t is AppendLog or t is Memory:
             return w.container(v)
         if t is tuple:
-            if len(v) == 3 and type(v[2]) is int:
-                # a memory's snapshot (its message list, its counts, how many): {"$c": k, "t": n}
+            if (len(v) == 3 or (len(v) == 4 and type(v[3]) is int)) and type(v[2]) is int:
+                # a memory's snapshot (its message list, its counts, how many; a session
+                # Memory's also how many are archived): {"$c": k, "t": n} / {..., "a": archived}
                 refs = w.refs
                 m, c = refs.get(id(v[0])), refs.get(id(v[1]))
                 if m is not None and c is not None and m[1] is v[0] and c[1] is v[1] and m[2] == c[2] \
                         and m[0].get("p") == "m" and c[0].get("p") == "c":
                     w.touched.add(m[2])
-                    return {"$c": m[2], "t": v[2]}
-        elif t is _Saved and not v.is_copy and type(v.value) in (ChatMemoryBuffer, AppendLog):
+                    return {"$c": m[2], "t": v[2]} if len(v) == 3 else {"$c": m[2], "t": v[2], "a": v[3]}
+        elif t is _Saved and not v.is_copy and type(v.value) in (ChatMemoryBuffer, AppendLog, Memory):
             # a memory's or log's own snapshot: {"$c": k, "s": its token}
             ref = w.container(v.value)
             return {"$c": ref["$c"], "s": token(v.token, path)}

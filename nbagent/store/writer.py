@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent import events as _ev
 from nbagent import ids as _ids
-from nbagent.allowlist import _ALLOWED, PersistError, _ref_of
+from nbagent.allowlist import PersistError
 from nbagent.engine.state import TaskState
-from nbagent.memory import ChatMemoryBuffer, count_tokens
+from nbagent.memory import ChatMemoryBuffer
 from nbagent.store.codec import runner_header
-from nbagent.store.encoder import SHARED_STR_CHARS
+from nbagent.store.encoder import SHARED_STR_CHARS, memory_record
 from nbagent.store.mirrors import Container, TaskMirror, common_prefix
 from nbagent.store.records import ItemRecord, ItemsCut, ObjectRecord
 from nbagent.store.row_encoder import StoreEncoder
@@ -272,7 +272,7 @@ class Writer:
             return found[0]  # type: ignore[no-any-return]
         k = self.next_k
         self.next_k += 1
-        kind = "mem" if type(obj) is ChatMemoryBuffer else "log"
+        kind = "mem" if isinstance(obj, ChatMemoryBuffer) else "log"
         c = Container(k, obj, kind)
         self.containers[k] = c
         ref = {"$c": k}
@@ -312,19 +312,12 @@ class Writer:
         add = self.ops.append
         if c.kind == "mem":
             mem: ChatMemoryBuffer = c.obj
-            meta = (mem.token_limit, mem.tokenizer_fn)
+            # what its record is written from (a session Memory's archived count changes as it
+            # archives, and goes back on undo: its record is written again then)
+            meta: Any = (mem.token_limit, mem.tokenizer_fn) if type(mem) is ChatMemoryBuffer else (
+                mem.token_limit, mem.tokenizer_fn, mem._archived, *mem.settings().values())  # type: ignore[attr-defined]
             if meta != c.meta:
-                rec: dict[str, Any] = {"token_limit": mem.token_limit}
-                if mem.tokenizer_fn is not count_tokens:
-                    fn = mem.tokenizer_fn
-                    ref = _ref_of(fn) if hasattr(fn, "__qualname__") else repr(fn)
-                    if _ALLOWED.get(ref) is not fn:
-                        raise PersistError(
-                            f"cannot save a memory's tokenizer_fn: {ref} is not nbagent's token counter; "
-                            "register it with nbagent.persist.allow_type(fn) (a module-level function)"
-                        )
-                    rec["tokenizer"] = ref
-                add(ObjectRecord.build(c.k, "mem", rec))
+                add(ObjectRecord.build(c.k, "mem", memory_record(mem, (None, "memory"))))
                 c.meta = meta
             live: Sequence[Any] = mem._messages
             counts = mem._counts

@@ -86,14 +86,7 @@ def encode_value(value: Any, path: str) -> Any:
             "messages": [encode_value(m, f"{path}.messages[{i}]") for i, m in enumerate(value.get_all())],
         }
         if isinstance(value, Memory):  # a session memory stays one: its id, limits and archive
-            saved["session"] = {
-                "session_id": value.session_id,
-                "chat_history_token_ratio": value.chat_history_token_ratio,
-                "token_flush_size": value.token_flush_size,
-                "image_token_size_estimate": value.image_token_size_estimate,
-                "audio_token_size_estimate": value.audio_token_size_estimate,
-                "archived": len(value.archived),
-            }
+            saved["session"] = {**value.settings(), "archived": len(value.archived)}
         return saved
     raise CheckpointError(
         f"{path}: a value of type {_type_label(value)} cannot be saved in a checkpoint; "
