@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from typing import Any
 
@@ -80,6 +79,8 @@ def _call_of(raw: Any) -> ToolSelection | None:
     if function is not None:
         fget = function.get if isinstance(function, dict) else lambda key, default=None: getattr(function, key, default)
         arguments = fget("arguments") or "{}"
+        import json  # here: import nbagent does not load json
+
         try:
             kwargs = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
         except (ValueError, TypeError):

@@ -10,7 +10,6 @@ that names no prompt is an error rather than silently ignored.
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,8 @@ class PromptTemplate:
     @property
     def template_vars(self) -> list[str]:
         """The placeholder names in the template, in order (``str.format`` syntax)."""
+        import string  # here: import nbagent does not load it
+
         names: list[str] = []
         try:
             parsed = list(string.Formatter().parse(self.template))

@@ -8,7 +8,6 @@ an observation and can correct.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -141,6 +140,8 @@ class ToolMetadata(BaseModel):
         """``get_parameters_dict()`` as JSON text, as the reference's LLM-compiler prompt shows it."""
         if self.fn_schema is None:
             raise ValueError(f"tool {self.name!r} has no fn_schema, so no fn_schema_str")
+        import json  # here, as in the other functions that need it: import nbagent does not load json
+
         return json.dumps(self.get_parameters_dict(), ensure_ascii=False)
 
     def to_openai_tool(self) -> dict[str, Any]:
@@ -394,6 +395,8 @@ class FunctionTool:
 
 
 def _expected(tool: FunctionTool) -> str:
+    import json
+
     schema = tool.metadata.parameters()
     props = json.dumps(schema.get("properties", {}), ensure_ascii=False)
     required = schema.get("required", [])
@@ -403,6 +406,8 @@ def _expected(tool: FunctionTool) -> str:
 def _not_json_message(tool: FunctionTool, raw: Any) -> str:
     """What the model is told when its arguments were not a JSON object: the parser's own
     message (where it stopped), what it sent, and what the tool expects."""
+    import json
+
     text = raw if isinstance(raw, str) else repr(raw)
     shown = text if len(text) <= 200 else text[:199] + "…"
     why: str
@@ -436,6 +441,8 @@ def _json_type(value: Any) -> str:
 
 
 def _validation_message(tool: FunctionTool, err: ValidationError) -> str:
+    import json
+
     problems = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(arguments)"

@@ -186,7 +186,7 @@ def test_import_nbagent_and_the_first_names_stays_light() -> None:
     code = (
         "import sys\nimport nbagent\nfrom nbagent import AgentRunner, ReActAgent, FunctionTool\n"
         "heavy = ['nbagent.viz', 'nbagent.store', 'nbagent.batch', 'sqlite3', 'openai', 'ipywidgets',"
-        " 'graphviz', 'IPython', 'asyncio', 'concurrent.futures', 'nbagent.event_types', 'logging']\nprint([m for m in heavy if m in sys.modules])\n"
+        " 'graphviz', 'IPython', 'asyncio', 'concurrent.futures', 'nbagent.event_types', 'logging', 'json', 'traceback']\nprint([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], env=_lint_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -8,7 +8,6 @@ still draw the abandoned branch.
 from __future__ import annotations
 
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
@@ -301,6 +300,8 @@ class TaskState:
     def record_failure(self, step: TaskStep, error: BaseException) -> StepFailure:
         """Keep the failed attempt (error type, message, traceback, time, attempt number) on
         the task, so the graph, the panel and a saved run still show it after a retry."""
+        import traceback  # here: import nbagent does not load it
+
         attempt = 1 + sum(1 for f in self.failures if f.step_id == step.step_id)
         failure = StepFailure(
             step_id=step.step_id,

@@ -208,6 +208,8 @@ def undo_commit(state: TaskState, step: TaskStep, output: TaskStepOutput, snap: 
 
 @dataclass(slots=True)
 class _StepLinks:
+    """A step's links to its neighbours, as a checkpoint keeps them."""
+
     step: Any
     input: str | None
     next_obj: dict[str, Any]
