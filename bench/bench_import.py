@@ -26,7 +26,10 @@ CODES = {
     "nbagent": "import nbagent",
     "api": "import nbagent; from nbagent import AgentRunner, ReActAgent, FunctionTool",
 }
-HEAVY = "import nbagent, sys; assert not {'openai', 'ipywidgets', 'graphviz', 'sqlite3'} & set(sys.modules)"
+HEAVY = (
+    "import nbagent, sys; from nbagent import AgentRunner, ReActAgent, FunctionTool;"
+    " assert not {'openai', 'ipywidgets', 'graphviz', 'sqlite3', 'asyncio'} & set(sys.modules)"
+)
 
 
 def _run(code: str, env: dict[str, str]) -> tuple[float, float]:
@@ -64,7 +67,7 @@ def main() -> None:
         w = statistics.median(wall[name]) - statistics.median(wall[base])
         c = statistics.median(cpu[name]) - statistics.median(cpu[base])
         print(f"  {label:<40} {w:7.1f}  {c:7.1f}")
-    print("  (no openai, ipywidgets, graphviz or sqlite3 loaded by import nbagent: checked)")
+    print("  (no openai, ipywidgets, graphviz, sqlite3 or asyncio loaded by that import: checked)")
 
 
 if __name__ == "__main__":

@@ -182,11 +182,13 @@ def test_the_dict_write_finder_finds_writes(tmp_path: Path) -> None:
 def test_import_nbagent_and_the_first_names_stays_light() -> None:
     """Nothing heavy is loaded before it is used. Neither are asyncio (and concurrent.futures),
     which the first call that needs an event loop imports (``nbagent._sync``), nor the event
-    classes (``nbagent.event_types``, read through ``nbagent.events`` when first emitted)."""
+    classes (``nbagent.event_types``, read through ``nbagent.events`` when first emitted), nor
+    logging, json or traceback, imported by the functions that use them."""
     code = (
         "import sys\nimport nbagent\nfrom nbagent import AgentRunner, ReActAgent, FunctionTool\n"
         "heavy = ['nbagent.viz', 'nbagent.store', 'nbagent.batch', 'sqlite3', 'openai', 'ipywidgets',"
-        " 'graphviz', 'IPython', 'asyncio', 'concurrent.futures', 'nbagent.event_types', 'logging', 'json', 'traceback']\nprint([m for m in heavy if m in sys.modules])\n"
+        " 'graphviz', 'IPython', 'asyncio', 'concurrent.futures', 'nbagent.event_types', 'logging',"
+        " 'json', 'traceback']\nprint([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], env=_lint_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
