@@ -157,6 +157,9 @@ def undecided(step: TaskStep) -> list[dict[str, Any]]:
 
 def is_awaiting(step: TaskStep) -> bool:
     """True while some call of ``step`` waits for a decision (the step cannot run yet)."""
+    state = step.step_state
+    if type(state) is dict and APPROVAL_KEY not in state:
+        return False  # no calls to decide on (every step is asked before it runs)
     return bool(undecided(step))
 
 
