@@ -107,13 +107,20 @@ class EventDispatcher:
     """
 
     def __init__(self) -> None:
-        self._listeners: list[tuple[Listener, tuple[type[Event], ...] | None]] = []
+        # (listener, the types it hears or None for every change, the types it never hears)
+        self._listeners: list[tuple[Listener, tuple[type[Event], ...] | None, tuple[type[Event], ...]]] = []
         self._wanted: dict[type[Event], bool] = {}  # event type -> wanted; cleared on any change
 
     def subscribe(
-        self, listener: Listener, types: type[Event] | tuple[type[Event], ...] | None = None
+        self,
+        listener: Listener,
+        types: type[Event] | tuple[type[Event], ...] | None = None,
+        *,
+        ignore: type[Event] | tuple[type[Event], ...] = (),
     ) -> Callable[[], None]:
-        """Call ``listener(event)`` for every event (or only those of ``types``).
+        """Call ``listener(event)`` for every event (or only those of ``types``), except
+        those of ``ignore`` (events it has no use for: the engine builds none for it, as a
+        store that skips ``StepStarted`` and ``TokenStreamed``).
 
         Returns a function that unsubscribes it.
         """
@@ -121,13 +128,15 @@ class EventDispatcher:
             raise TypeError(f"listener must be callable, got {type(listener).__name__}")
         if isinstance(types, type):
             types = (types,)
-        self._listeners.append((listener, types))
+        if isinstance(ignore, type):
+            ignore = (ignore,)
+        self._listeners.append((listener, types, tuple(ignore)))
         self._wanted = {}
         return lambda: self.unsubscribe(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
         """Stop calling ``listener`` (every subscription of it); unknown listeners are ignored."""
-        self._listeners = [(fn, t) for fn, t in self._listeners if fn is not listener]
+        self._listeners = [entry for entry in self._listeners if entry[0] is not listener]
         self._wanted = {}
 
     @property
@@ -142,7 +151,8 @@ class EventDispatcher:
         if wanted is None:
             named_only = event_type.named_only
             wanted = table[event_type] = any(
-                issubclass(event_type, t) if t is not None else not named_only for _, t in self._listeners
+                (issubclass(event_type, t) if t is not None else not named_only) and not issubclass(event_type, ig)
+                for _, t, ig in self._listeners
             )
         return wanted
 
@@ -150,11 +160,13 @@ class EventDispatcher:
         """Call every listener of the event's type, in the order they subscribed (an
         observation only those that named its type)."""
         named_only = event.named_only
-        for fn, types in list(self._listeners):
+        for fn, types, ignore in list(self._listeners):
             if types is None:
                 if named_only:
                     continue
             elif not isinstance(event, types):
+                continue
+            if ignore and isinstance(event, ignore):
                 continue
             try:
                 fn(event)

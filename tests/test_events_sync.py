@@ -112,3 +112,28 @@ def test_iterate_sync_and_next_on_other_loops() -> None:
         return [await _sync.anext_on(loop, gen), await _sync.anext_on(loop, gen)]
 
     assert [first, *asyncio.run(rest())] == [0, 1, 2]
+
+
+def test_a_listener_can_ignore_event_types_so_none_is_built_for_it() -> None:
+    """``subscribe(fn, ignore=...)``: fn never hears those types, and ``wants`` says nobody
+    would when no other listener hears them (the engine then builds none)."""
+    from nbagent.events import ModelCalled, StepStarted
+
+    d = EventDispatcher()
+    got: list[object] = []
+    stop = d.subscribe(got.append, ignore=(StepStarted, TokenStreamed))
+    assert d.wants(StepCompleted) and d.wants(TaskCreated)
+    assert not d.wants(StepStarted) and not d.wants(TokenStreamed) and not d.wants(ModelCalled)
+    d.emit(StepStarted("t", step_id="s", input=None))
+    d.emit(TokenStreamed("t", step_id="s", token="x"))
+    d.emit(TaskCreated("t", input="x"))
+    assert [type(e) for e in got] == [TaskCreated]
+    starts: list[object] = []
+    d.subscribe(starts.append, StepStarted)  # another listener that names it: built again
+    assert d.wants(StepStarted)
+    d.emit(StepStarted("t", step_id="s", input=None))
+    assert len(starts) == 1 and len(got) == 1
+    d.subscribe(got.append, TaskCreated, ignore=TaskCreated)  # (types and ignore together: ignore wins)
+    stop()
+    assert d.wants(StepStarted) and not d.wants(TaskCreated)
+    assert not d.wants(StepCompleted)

@@ -270,3 +270,32 @@ def test_the_quick_preview_of_a_node_line_is_the_preview(text: str, limit: int |
     from nbagent.viz.escape import preview
 
     assert _preview(text, limit) == preview(text, limit)
+
+
+def test_the_live_graph_and_the_store_make_no_step_start_while_steps_are_fast(tmp_path: Any) -> None:
+    """A fast step's start is not drawn, so with only the live graph and the run store
+    listening the engine builds no StepStarted; a slow step makes the graph ask for them
+    again (its start is drawn), a fast one stops it; closed, it asks for nothing."""
+    import nbagent.events as events
+
+    runner = AgentRunner(CountingWorker(target=200), autosave=tmp_path / "runs.db")  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    graph = runner.live_graph(task, throttle_s=0)
+    assert runner.events.wants(events.StepStarted)  # steps may be slow until one is not
+    runner.run_step(task)
+    assert not runner.events.wants(events.StepStarted)
+    assert not runner.events.wants(events.TokenStreamed)
+    before = graph.redraws
+    for _ in range(5):
+        runner.run_step(task)
+    assert graph.redraws - before == 5 and graph.source == task_to_dot(runner.state_of(task))
+    graph._on_event(events.StepCompleted(graph.task_id, step_id="x", is_last=False, next_step_ids=(), latency_s=1.0))
+    assert runner.events.wants(events.StepStarted)  # a slow step: the next start is drawn
+    runner.run_step(task)  # fast again
+    assert not runner.events.wants(events.StepStarted)
+    graph._set_slow(True)
+    graph.close()
+    assert not runner.events.wants(events.StepStarted)  # closed: no longer listening at all
+    graph._set_slow(False)
+    graph._set_slow(True)
+    assert not runner.events.wants(events.StepStarted)

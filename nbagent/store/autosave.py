@@ -124,5 +124,7 @@ def set_autosave(runner: AgentRunner, path: str | os.PathLike[str] | RunStore | 
     saver = _JsonAutosave(runner, target)
     saver.save()  # fails here, loudly, if the state cannot be saved at all
     _PENDING.add(saver)
-    unsubscribe = runner.subscribe(saver.on_event)
+    from nbagent import events as ev
+
+    unsubscribe = runner.events.subscribe(saver.on_event, ignore=(ev.StepStarted, ev.TokenStreamed))  # (see _quiet)
     runner._services.setdefault(AutosaveLink, lambda: AutosaveLink(target, unsubscribe, flush=saver.flush))

@@ -156,7 +156,10 @@ class RunStore(StoreConnection):
             except Exception as err:  # noqa: BLE001 - a step must not fail because a save did
                 _autosave_warning(writer, err)
 
-        unsubscribe = runner.subscribe(on_store_event)
+        from nbagent import events as ev
+
+        # (a step's start and a streamed token change nothing a store holds: none is built for it)
+        unsubscribe = runner.events.subscribe(on_store_event, ignore=(ev.StepStarted, ev.TokenStreamed))
         runner._services.setdefault(AutosaveLink, lambda: AutosaveLink(self.path, unsubscribe, writer))
         return writer.run_id
 

@@ -164,7 +164,8 @@ class LiveGraph:
         # a step's start is drawn only when steps are slow (the last one took SLOW_STEP_S or
         # more: a model call), so that the graph shows what runs; a fast step is drawn once
         self._slow = True
-        self._unsubscribe: Callable[[], None] | None = runner.subscribe(self._on_event)
+        self._unsubscribe: Callable[[], None] | None = None
+        self._listen()
         self._draw()
 
     # ----- what is shown -----------------------------------------------------------------
@@ -217,11 +218,25 @@ class LiveGraph:
     #: without the WASM view, ``dot`` draws the picture once redraws pause this long
     SVG_IDLE_S = 1.0
 
+    def _listen(self) -> None:
+        """(Re)subscribe to the runner: while its steps are fast their starts are not drawn,
+        so the engine builds no ``StepStarted`` for this view; streamed tokens never are."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        ignore = (TokenStreamed,) if self._slow else (StepStarted, TokenStreamed)
+        self._unsubscribe = self.runner.events.subscribe(self._on_event, ignore=ignore)
+
+    def _set_slow(self, slow: bool) -> None:
+        if slow is not self._slow:
+            self._slow = slow
+            if self._unsubscribe is not None:  # (not after close)
+                self._listen()
+
     def _on_event(self, event: Event) -> None:
         kind = type(event)
         if kind is StepCompleted:  # the common events first (the same steps as below)
             if event.task_id == self._task_id:
-                self._slow = event.latency_s >= self.SLOW_STEP_S
+                self._set_slow(event.latency_s >= self.SLOW_STEP_S)
                 if event.is_last:
                     self._redraw_when_streamed(event.step_id)
                 self._throttle.request()
@@ -234,7 +249,7 @@ class LiveGraph:
             if isinstance(event, StepStarted) and not self._slow:
                 return
             if isinstance(event, StepCompleted):
-                self._slow = event.latency_s >= self.SLOW_STEP_S
+                self._set_slow(event.latency_s >= self.SLOW_STEP_S)
             if isinstance(event, (TaskDeleted, RunnerReset)) and self.state is None:
                 self._task_id = None
             self._throttle.request()
