@@ -63,15 +63,22 @@ _portal: asyncio.AbstractEventLoop | None = None
 # about a third of that import's time): until then no loop can run, so none is looked for.
 
 
+_bound = False  # whether _bind_asyncio has run
+
+
 def _bind_asyncio() -> None:
     """Import asyncio, and put its API for loop implementations (the C getter and setter of
-    the running loop) in place of the stand-ins below, so the sync path calls them directly."""
-    global _running, _set_running_loop, _LEAVE
+    the running loop) in place of the stand-ins below, so the sync path calls them directly.
+    Once: ``_LEAVE`` keeps its identity (``_wait_without_threads`` compares it)."""
+    global _running, _set_running_loop, _LEAVE, _bound
+    if _bound:
+        return
     from asyncio.events import _get_running_loop, _set_running_loop as set_running_loop
 
     _running = _get_running_loop
     _set_running_loop = set_running_loop
     _LEAVE = functools.partial(set_running_loop, None)
+    _bound = True
 
 
 def _running() -> asyncio.AbstractEventLoop | None:
