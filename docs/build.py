@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -182,6 +183,19 @@ def check_site(site: Path) -> list[str]:
     return problems
 
 
+def add_lite(out: Path) -> Path:
+    """Build the JupyterLite site (``make lite``) into ``out/lite``: built beside ``out`` and
+    moved in, so its staging folder (a second copy of Pyodide and the wheels) is not published."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from lite.build_site import build as build_lite
+
+    site = build_lite(out.parent / f"{out.name}-lite", quiet=True)
+    for old in (out / "lite", out / "lite-stage"):  # lite-stage: where earlier builds staged it
+        shutil.rmtree(old, ignore_errors=True)
+    return Path(shutil.move(site, out / "lite"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, default=OUT, help="the site folder (default docs/_build/html)")
@@ -195,10 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make docs: Sphinx failed (exit {done.returncode}); warnings are errors", file=sys.stderr)
         return 1
     if args.lite:
-        sys.path.insert(0, str(REPO))
-        from lite.build_site import build as build_lite
-
-        build_lite(args.out / "lite", quiet=True)
+        add_lite(args.out)
     problems = check_site(args.out)
     for problem in problems:
         print(f"make docs: {problem}", file=sys.stderr)

@@ -1,10 +1,15 @@
-"""The documentation site, built once per test run (``docs/build.py``, as ``make docs`` does)
-into a temporary folder, for ``tests/test_docs_site.py`` and the browser test."""
+"""The documentation site, built once per test run (``docs/build.py``, as ``make docs-lite``
+does) into a temporary folder, for ``tests/test_docs_site.py`` and the browser test.
+
+With the browser site in ``lite/`` and the tutorials linked to it, where npm can install its
+Pyodide (``REQUIRE_BROWSER=1`` insists on it, as CI does); elsewhere as ``make docs`` builds
+it, and the tests of the browser site skip, saying why."""
 
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -39,6 +44,20 @@ class BuiltSite:
     html: Path
     result: subprocess.CompletedProcess[str]
     seconds: float
+    #: why the browser site was not built ("" when it was)
+    no_lite: str = ""
+
+
+def lite_problem() -> str:
+    """Why the browser site cannot be built here ("" when it can): npm installs its Pyodide."""
+    if os.environ.get("REQUIRE_BROWSER") == "1":
+        return ""  # required: a build without npm fails, saying so
+    harness = REPO / "tests" / "pyodide"
+    if str(harness) not in sys.path:
+        sys.path.insert(0, str(harness))
+    from pyodide_harness import node_problem  # type: ignore[import-not-found]
+
+    return node_problem() or ""
 
 
 _BUILT: BuiltSite | None = None
@@ -51,7 +70,12 @@ def built_site() -> BuiltSite:
         folder = Path(tempfile.mkdtemp(prefix="nbagent-docs-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         start = time.monotonic()
-        result = build_script().build(folder / "html", doctrees=folder / "doctrees")
-        _BUILT = BuiltSite(folder / "html", result, time.monotonic() - start)
+        no_lite = lite_problem()
+        result = build_script().build(folder / "html", doctrees=folder / "doctrees", lite=not no_lite)
+        if result.returncode == 0 and not no_lite:
+            sphinx_s = time.monotonic() - start
+            build_script().add_lite(folder / "html")
+            print(f"\nthe browser site added to the documentation in {time.monotonic() - start - sphinx_s:.0f} s")
+        _BUILT = BuiltSite(folder / "html", result, time.monotonic() - start, no_lite)
         print(f"\ndocumentation site built in {_BUILT.seconds:.0f} s")
     return _BUILT

@@ -254,3 +254,32 @@ def test_the_browser_notes_say_sync_calls_run_there() -> None:
     for text in pages:
         flat = " ".join(text.split())
         assert "do not work yet" not in flat and "JSPI" in flat, flat[:300]
+
+
+def test_each_tutorial_the_browser_site_holds_launches_its_notebook_there(site: Path) -> None:
+    """``make docs-lite``: the browser site is in ``lite/``, loads nothing from elsewhere, and
+    each tutorial it holds links to a file of the site that is that tutorial's notebook."""
+    built = built_site()
+    if built.no_lite:
+        pytest.skip(f"the docs are built without the browser site here: {built.no_lite}")
+    from lite.build_site import NOTEBOOKS as IN_LITE
+    from lite.build_site import check_site as check_lite
+
+    check_lite(site / "lite")  # raises if the site would fetch anything from elsewhere
+    assert not (site / "lite-stage").exists(), "the browser site's staging folder is not published"
+    launched = []
+    for notebook in NOTEBOOKS:
+        page = site / "tutorials" / f"{notebook.stem}.html"
+        links = re.findall(r'<p class="nbagent-launch"><a href="([^"]+)"', page.read_text(encoding="utf-8"))
+        if notebook.stem not in IN_LITE:
+            assert not links, f"{page.name} links to the browser site, which does not hold it"
+            continue
+        assert links == [f"../lite/lab/index.html?path={notebook.stem}.ipynb"], (page.name, links)
+        app = (page.parent / links[0].split("?")[0]).resolve()
+        assert app.is_file() and app.is_relative_to(site / "lite"), app
+        served = site / "lite" / "files" / f"{notebook.stem}.ipynb"  # what ?path= opens
+        assert served.is_file(), f"{served.relative_to(site)} is not in the site"
+        code = [c.source for c in nbformat.read(served, as_version=4).cells if c.cell_type == "code"]
+        assert code == [c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
+        launched.append(notebook.stem)
+    assert sorted(launched) == sorted(IN_LITE)

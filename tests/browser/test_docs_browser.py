@@ -162,3 +162,29 @@ def test_a_newcomer_clicks_from_the_index_to_a_signature_and_an_example(
     assert page.locator(".cell_output").count() > 0, "the example's code ran when the site was built"
     page.screenshot(path=str(shots / f"docs_09_example_{entry.rpartition('.')[2]}.png"))
     assert page.blocked == [] and page.errors == [], (page.blocked, page.errors)
+
+
+def test_a_tutorials_launch_link_opens_it_in_the_browser_site(page: Any, base_url: str, shots: Path) -> None:
+    """``make docs-lite``: from a tutorial's page, its launch link opens the same notebook in
+    the JupyterLite site beside the docs, and its Pyodide kernel starts; every file comes from
+    the docs' own server (the rest is aborted and fails the test)."""
+    built = built_site()
+    if built.no_lite:
+        pytest.skip(f"the docs are built without the browser site here: {built.no_lite}")
+    from lite_page import KERNEL_IDLE_JS, lite_page  # type: ignore[import-not-found]
+
+    ctx, lite = lite_page(page.context.browser, base_url.rstrip("/"), timeout_ms=max(STEP_TIMEOUT_MS, 180_000))
+    try:
+        tab = lite.page
+        tab.goto(base_url + "tutorials/01_quickstart.html", wait_until="load")
+        tab.locator("p.nbagent-launch a").first.click()
+        tab.wait_for_url("**/lite/lab/index.html?path=01_quickstart.ipynb")
+        tab.wait_for_selector(".jp-Notebook .jp-Cell")
+        tab.locator(".jp-Notebook .jp-Cell", has_text="Quick start: an agent, one step at a time").first.wait_for()
+        assert tab.locator(".jp-Notebook .jp-CodeCell", has_text="browser_note()").count() > 0
+        tab.wait_for_function(KERNEL_IDLE_JS)  # Pyodide and the kernel loaded from the site
+        tab.screenshot(path=str(shots / "docs_10_launch_in_lite.png"))
+        assert lite.offsite == [], f"requests that left the docs' server: {lite.offsite}"
+        assert lite.errors == [], lite.errors
+    finally:
+        ctx.close()
