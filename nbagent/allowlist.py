@@ -33,6 +33,16 @@ def allow_type(obj: T) -> T:
     be saved and loaded. Loading imports only nbagent's own classes and the ones allowed here.
 
     Usable as a decorator; returns ``obj``.
+
+    Example:
+
+    >>> from enum import Enum
+    >>> from nbagent import allow_type
+    >>> @allow_type  # saved runs holding a Colour can be loaded again
+    ... class Colour(Enum):
+    ...     RED = "red"
+    >>> Colour.RED.value
+    'red'
     """
     from pydantic import BaseModel
 

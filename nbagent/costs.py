@@ -123,7 +123,14 @@ class Pricing:
         return dict(self._prices)
 
     def price_of(self, model: str | None) -> ModelPrice | None:
-        """The price that applies to ``model`` (see the module docstring), or None."""
+        """The price that applies to ``model`` (see the module docstring), or None.
+
+        Example:
+
+        >>> from nbagent import Pricing
+        >>> Pricing({"gpt-4o-mini": (0.15, 0.60)}).price_of("gpt-4o-mini")  # $ per million tokens
+        ModelPrice(input_per_1m=0.15, output_per_1m=0.6)
+        """
         if not model or not self._prices:
             return None
         found = self._prices.get(model)
@@ -188,7 +195,15 @@ _default = Pricing()
 
 
 def set_pricing(pricing: Pricing | Mapping[str, Any] | None) -> Pricing:
-    """Set the global prices (None clears them); runners without their own use these."""
+    """Set the global prices (None clears them); runners without their own use these.
+
+    Example:
+
+    >>> from nbagent import set_pricing
+    >>> set_pricing({"gpt-4o-mini": (0.15, 0.60)})  # (input, output) $ per million tokens
+    Pricing({'gpt-4o-mini': (0.15, 0.6)}, currency='$')
+    >>> _ = set_pricing(None)
+    """
     global _default
     _default = Pricing.coerce(pricing) or Pricing()
     return _default

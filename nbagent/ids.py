@@ -44,7 +44,17 @@ def _uuid4(h: str) -> str:
 
 
 def new_id() -> str:
-    """Return a new id: a random uuid4, or the next one of the seeded sequence."""
+    """Return a new id: a random uuid4, or the next one of the seeded sequence.
+
+    Example:
+
+    >>> from nbagent import new_id, seeded_ids
+    >>> with seeded_ids(0):
+    ...     first = new_id()
+    >>> with seeded_ids(0):
+    ...     new_id() == first
+    True
+    """
     rng = current_rng()
     if rng is not None:
         return _uuid4(f"{rng.getrandbits(128):032x}")
@@ -87,7 +97,18 @@ def seed_ids(seed: int | None) -> None:
 @contextmanager
 def seeded_ids(seed: int) -> Iterator[None]:
     """Seed ids inside a ``with`` block (for this context only: other threads keep their own
-    ids) and restore the previous generator afterwards."""
+    ids) and restore the previous generator afterwards.
+
+    Example:
+
+    >>> from nbagent import ReActAgent, ScriptedLLM, seeded_ids
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+    >>> with seeded_ids(7):
+    ...     task = agent.create_task("2 + 2?")
+    >>> with seeded_ids(7):
+    ...     agent.create_task("again").task_id == task.task_id
+    True
+    """
     if not isinstance(seed, int):
         raise TypeError(f"seeded_ids() takes an int, got {type(seed).__name__}: {seed!r}")
     token = _scoped.set(random.Random(seed))

@@ -101,7 +101,16 @@ class ChatMemoryBuffer:
         self._counts.append(self._count(message))
 
     def put_messages(self, messages: Iterable[ChatMessage]) -> None:
-        """Append messages in order (``put`` for each)."""
+        """Append messages in order (``put`` for each).
+
+        Example:
+
+        >>> from nbagent import ChatMemoryBuffer, ChatMessage
+        >>> memory = ChatMemoryBuffer.from_defaults(token_limit=1000)
+        >>> memory.put_messages([ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="hello")])
+        >>> [m.content for m in memory.get()]
+        ['hi', 'hello']
+        """
         for m in messages:
             self.put(m)
 

@@ -53,13 +53,26 @@ class PromptTemplate:
         return self.template
 
     def partial_format(self, **kwargs: Any) -> PromptTemplate:
-        """A copy with some placeholders pre-filled; ``format`` fills the rest."""
+        """A copy with some placeholders pre-filled; ``format`` fills the rest.
+
+        Example:
+
+        >>> from nbagent import PromptTemplate
+        >>> PromptTemplate("{a} and {b}").partial_format(a="salt").format(b="pepper")
+        'salt and pepper'
+        """
         return PromptTemplate(self.template, **{**self.kwargs, **kwargs})
 
     def format(self, **kwargs: Any) -> str:
         """The text with each given placeholder replaced; unknown ``{...}`` stay as written.
 
         One pass, so a value that itself contains ``{name}`` is never filled again.
+
+        Example:
+
+        >>> from nbagent import PromptTemplate
+        >>> PromptTemplate("Hello {name}, {greeting}").format(name="Ada")
+        'Hello Ada, {greeting}'
         """
         values = {**self.kwargs, **kwargs}
         return _PLACEHOLDER_RE.sub(
@@ -68,7 +81,14 @@ class PromptTemplate:
         )
 
     def format_messages(self, **kwargs: Any) -> list[ChatMessage]:
-        """The filled text as one user message."""
+        """The filled text as one user message.
+
+        Example:
+
+        >>> from nbagent import PromptTemplate
+        >>> [(m.role.value, m.content) for m in PromptTemplate("Hi {name}").format_messages(name="Ada")]
+        [('user', 'Hi Ada')]
+        """
         return [ChatMessage(role=MessageRole.USER, content=self.format(**kwargs))]
 
     def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> PromptComponent:

@@ -125,7 +125,17 @@ class ToolMetadata(BaseModel):
 
     def get_parameters_dict(self) -> dict[str, Any]:
         """The arguments' JSON schema as the reference gives it (titles kept; only ``type``,
-        ``properties``, ``required`` and definitions), e.g. for a prompt that lists tools."""
+        ``properties``, ``required`` and definitions), e.g. for a prompt that lists tools.
+
+        Example:
+
+        >>> from nbagent import FunctionTool
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> FunctionTool.from_defaults(add).metadata.get_parameters_dict()["required"]
+        ['a', 'b']
+        """
         if self.fn_schema is None:  # the reference's default: one input string
             return {
                 "type": "object",
@@ -145,7 +155,18 @@ class ToolMetadata(BaseModel):
         return json.dumps(self.get_parameters_dict(), ensure_ascii=False)
 
     def to_openai_tool(self) -> dict[str, Any]:
-        """The tool in the OpenAI ``tools=[...]`` format."""
+        """The tool in the OpenAI ``tools=[...]`` format.
+
+        Example:
+
+        >>> from nbagent import FunctionTool
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> spec = FunctionTool.from_defaults(add).metadata.to_openai_tool()
+        >>> spec["function"]["name"], spec["function"]["parameters"]["required"]
+        ('add', ['a', 'b'])
+        """
         return {
             "type": "function",
             "function": {
@@ -309,6 +330,17 @@ class FunctionTool:
         retry of the step takes what it returns instead of calling the tool again (see
         ``nbagent.calls``). Set ``tool.sync_in_thread = False`` for a function that must run
         on the loop's thread.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FunctionTool
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> out = asyncio.run(FunctionTool.from_defaults(add).ainvoke({"a": 2, "b": 3}))
+        >>> out.content, out.is_error
+        ('5', False)
         """
         if in_thread is None:
             in_thread = self.sync_in_thread

@@ -268,3 +268,21 @@ def test_public_signatures_name_real_types_and_return_any_only_for_stored_values
     assert not returns_any, f"public entries returning Any (annotate what they return): {returns_any}"
     for name in RETURNS_WHAT_WAS_STORED:
         assert name in dict(reference_entries()), f"{name} is no longer in the reference"
+
+
+def test_every_example_in_the_reference_runs_and_shows_what_it_prints() -> None:
+    """The ``>>>`` examples of the entries' docstrings (what the reference shows under a
+    signature) run offline, each in a namespace of its own, and print what they say."""
+    import doctest
+
+    parser = doctest.DocTestParser()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    reports: list[str] = []
+    ran = []
+    for name, owner in reference_entries():
+        doc = api_pages.docstring(name, owner)
+        if ">>>" in doc:
+            runner.run(parser.get_doctest(doc, {}, name, None, 0), out=reports.append)
+            ran.append(name)
+    assert not reports, "\n".join(reports)
+    assert runner.summarize(verbose=False).attempted >= 3 * len(ran) >= 45, ran

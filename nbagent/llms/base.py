@@ -101,7 +101,16 @@ def _restore_block(previous: bool | None) -> Iterator[None]:
 
 
 def block_network(on: bool = True) -> AbstractContextManager[None]:
-    """Forbid (or allow) real network requests from models; usable as a context manager."""
+    """Forbid (or allow) real network requests from models; usable as a context manager.
+
+    Example:
+
+    >>> from nbagent import block_network
+    >>> from nbagent.llms import network_blocked
+    >>> with block_network():  # a real model's request now raises NetworkBlockedError
+    ...     network_blocked()
+    True
+    """
     global _blocked
     previous = _blocked
     _blocked = bool(on)
@@ -335,14 +344,30 @@ class LLM(ABC):
         self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
     ) -> list[ToolSelection]:
         """The reply's tool calls; none at all is the reference's ValueError unless
-        ``error_on_no_tool_call=False``."""
+        ``error_on_no_tool_call=False``.
+
+        Example:
+
+        >>> from nbagent import ScriptedLLM, tool_call
+        >>> llm = ScriptedLLM([tool_call("add", a=2, b=3)])
+        >>> reply = llm.complete("What is 2 + 3?")
+        >>> [(c.tool_name, c.tool_kwargs) for c in llm.get_tool_calls_from_response(reply)]
+        [('add', {'a': 2, 'b': 3})]
+        """
         calls = list(response.message.tool_calls)
         if not calls and error_on_no_tool_call:
             raise ValueError(f"Expected at least one tool call, but got {len(calls)} tool calls.")
         return calls
 
     def complete(self, prompt: str, **kwargs: Any) -> ChatResponse:
-        """One reply to a single user message."""
+        """One reply to a single user message.
+
+        Example:
+
+        >>> from nbagent import ScriptedLLM
+        >>> print(ScriptedLLM(["Hello."]).complete("Hi"))
+        Hello.
+        """
         return self.chat([ChatMessage(role=MessageRole.USER, content=prompt)], **kwargs)
 
     def __repr__(self) -> str:

@@ -94,7 +94,21 @@ def runner_to_dict(
 
     ``tasks``: only these of the runner's tasks (a batch record holds one); ``with_memory=False``:
     an empty conversation memory in place of the runner's (a task read its history, it did
-    not add to it)."""
+    not add to it).
+
+    Example:
+
+    >>> from nbagent import ReActAgent, ScriptedLLM
+    >>> from nbagent.store import runner_from_dict, runner_to_dict
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+    >>> print(agent.chat("2 + 2?"))
+    4
+    >>> doc = runner_to_dict(agent)  # JSON-ready: json.dumps(doc) works
+    >>> doc["format"], len(doc["tasks"])
+    ('nbagent-run', 1)
+    >>> [m.content for m in runner_from_dict(doc).chat_history]  # loaded without a worker: to look
+    ['2 + 2?', '4']
+    """
     from nbagent._version import __version__
 
     chosen = list(runner._tasks.values()) if tasks is None else _own_tasks(runner, tasks)

@@ -80,7 +80,18 @@ def shown_status(state: TaskState, sid: str) -> str:
 
 
 def status_summary(state: TaskState) -> dict[str, int]:
-    """How many of the task's steps are in each status (every status present, fixed order)."""
+    """How many of the task's steps are in each status (every status present, fixed order).
+
+    Example:
+
+    >>> from nbagent import ReActAgent, ScriptedLLM
+    >>> from nbagent.viz import status_summary
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+    >>> task = agent.create_task("2 + 2?")
+    >>> _ = agent.run_step(task)
+    >>> {k: n for k, n in status_summary(agent.state_of(task)).items() if n}
+    {'done': 1}
+    """
     counts = {s.value: 0 for s in STATUS_ORDER}
     for sid in _all_step_ids(state):
         counts[_status(state, sid).value] += 1

@@ -53,6 +53,16 @@ def task_to_dot(
     the edges cut by undo (dashed). With more than ``collapse_after`` steps, runs of plain done
     steps between the first and last ``keep_ends`` steps become one "… N steps …" node.
     ``max_label`` caps each text value (an ellipsis marks the cut); ``wrap`` is the line width.
+
+    Example:
+
+    >>> from nbagent import ReActAgent, ScriptedLLM
+    >>> from nbagent.viz import task_to_dot
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+    >>> task = agent.create_task("2 + 2?")
+    >>> _ = agent.run_step(task)
+    >>> task_to_dot(agent.state_of(task), rankdir="LR").splitlines()[0]  # render it with Graphviz
+    'digraph task {'
     """
     check_options(max_label=max_label, collapse_after=collapse_after, rankdir=rankdir,
                   keep_ends=keep_ends, wrap=wrap, legend=legend)
