@@ -165,6 +165,7 @@ class LiveGraph:
         # more: a model call), so that the graph shows what runs; a fast step is drawn once
         self._slow = True
         self._unsubscribe: Callable[[], None] | None = None
+        self._listen_lock = threading.Lock()  # (re)subscribing and close, from any thread
         self._listen()
         self._draw()
 
@@ -228,9 +229,10 @@ class LiveGraph:
 
     def _set_slow(self, slow: bool) -> None:
         if slow is not self._slow:
-            self._slow = slow
-            if self._unsubscribe is not None:  # (not after close)
-                self._listen()
+            with self._listen_lock:
+                self._slow = slow
+                if self._unsubscribe is not None:  # (not after close)
+                    self._listen()
 
     def _on_event(self, event: Event) -> None:
         kind = type(event)
@@ -371,9 +373,10 @@ class LiveGraph:
 
     def close(self) -> None:
         """Stop listening to the runner and close the widget."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        with self._listen_lock:
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
         self._throttle.cancel()
         with self._draw_lock:
             self._svg_due = None
