@@ -143,7 +143,11 @@ def test_quick_start_first_step_in_the_browser_offline(lite: LitePage) -> None:
     ran = [c for c in lite.cells() if c["execution_count"] is not None]
     errors = [o for c in ran for o in c["outputs"] if o["output_type"] == "error"]
     assert not errors, f"the notebook's first cells failed in the browser: {errors}"
-    assert [c["source"].splitlines()[0] for c in ran][:1] == ["from nbagent import FunctionTool, ReActAgent, ScriptedLLM, seed_ids"]
+    assert [c["source"].splitlines()[0] for c in ran][:2] == [
+        "from nbagent.runtime import browser_note", "from nbagent import FunctionTool, ReActAgent, ScriptedLLM, seed_ids",
+    ]
+    note = "".join(o.get("text", "") for o in ran[0]["outputs"] if o["output_type"] == "stream")
+    assert note.startswith("This notebook runs in your browser (Pyodide)"), note
     printed = "".join(o.get("text", "") for o in task_cell["outputs"] if o["output_type"] == "stream")
     assert "queued steps: 1" in printed
     lite.code_cell("agent.create_task").locator(".nbagent.nb-task").wait_for()  # the task's card
