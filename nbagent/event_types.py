@@ -8,6 +8,7 @@ of that import's time.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -115,8 +116,9 @@ class RunnerReset(Event):
 class ModelCalled(Event):
     """A model call of the running step ended (built only when someone listens: tracing).
 
-    ``messages`` and ``reply`` are the objects themselves, not copies: a listener that keeps
-    content must copy what it keeps. ``reply`` is None and ``error_type`` set when it failed.
+    ``messages`` and ``reply`` are the objects themselves, not copies (``messages`` is the
+    list the call sent, which nothing changes after it): a listener that keeps content must
+    copy what it keeps. ``reply`` is None and ``error_type`` set when it failed.
     """
 
     named_only: ClassVar[bool] = True
@@ -127,7 +129,7 @@ class ModelCalled(Event):
     started_at: float  # time.time() when the call began
     latency_s: float
     usage: TokenUsage | None = None
-    messages: tuple[Any, ...] = ()
+    messages: Sequence[Any] = ()
     reply: Any = None
     streamed: bool = False
     error_type: str | None = None

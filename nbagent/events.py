@@ -260,7 +260,7 @@ def report_model_call(
             started_at=time.time() - latency_s,
             latency_s=latency_s,
             usage=usage,
-            messages=tuple(messages),
+            messages=messages,  # the call's own list (LLM.achat's copy): no second copy per call
             reply=reply,
             streamed=streamed,
             error_type=None if error is None else type(error).__name__,

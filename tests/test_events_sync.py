@@ -137,3 +137,35 @@ def test_a_listener_can_ignore_event_types_so_none_is_built_for_it() -> None:
     stop()
     assert d.wants(StepStarted) and not d.wants(TaskCreated)
     assert not d.wants(StepCompleted)
+
+
+def test_a_model_calls_event_holds_the_list_the_call_sent_not_another_copy() -> None:
+    """``ModelCalled.messages`` is the call's own list (``LLM.achat`` copies what it is given
+    once, and sends that): a traced call costs no second copy of a long history."""
+    from typing import Any
+
+    from nbagent import AgentChatResponse, AgentRunner, ChatMessage, CustomSimpleAgentWorker, ScriptedLLM
+    from nbagent.events import ModelCalled
+
+    llm = ScriptedLLM(["hi"], keep_requests=True)
+
+    class Asks(CustomSimpleAgentWorker):
+        def _initialize_state(self, task: Any, **kwargs: Any) -> dict[str, Any]:
+            return {}
+
+        def _run_step(self, state: dict[str, Any], task: Any, input: str | None = None) -> Any:
+            history = [ChatMessage(role="user", content=f"m{i}") for i in range(5)]
+            reply = self.llm.chat(history)
+            history.append(reply.message)  # the caller's list changes: the event's does not
+            return AgentChatResponse(response=reply.message.text), True
+
+        def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+            pass
+
+    runner = AgentRunner(Asks(tools=[], llm=llm))
+    calls: list[Any] = []
+    runner.events.subscribe(calls.append, ModelCalled)
+    runner.run_step(runner.create_task("go"))
+    [event] = calls
+    assert [m.text for m in event.messages] == ["m0", "m1", "m2", "m3", "m4"]
+    assert event.messages is llm.requests[0].messages  # the very list the model got
