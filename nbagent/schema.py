@@ -543,7 +543,17 @@ class StreamingAgentChatResponse:
             self._done_callbacks.append(fn)
 
     def add_token_callback(self, fn: Callable[[str], None]) -> None:
-        """Call ``fn(token)`` for every token read from now on."""
+        """Call ``fn(token)`` for every token read from now on.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: Hello there."]))
+        >>> stream, tokens = agent.stream_chat("Hi"), []
+        >>> stream.add_token_callback(tokens.append)
+        >>> stream.get_response().response, tokens
+        ('Hello there.', ['Hello', ' there.'])
+        """
         self._token_callbacks.append(fn)
 
     def add_error_callback(self, fn: Callable[[BaseException], None]) -> None:
@@ -635,7 +645,15 @@ class StreamingAgentChatResponse:
             yield token
 
     def get_response(self) -> AgentChatResponse:
-        """Read to the end and return the plain response."""
+        """Read to the end and return the plain response.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: Hello there."]))
+        >>> agent.stream_chat("Hi").get_response().response
+        'Hello there.'
+        """
         for _ in self.response_gen:
             pass
         return AgentChatResponse(
@@ -652,7 +670,15 @@ class StreamingAgentChatResponse:
         )
 
     def print_response_stream(self) -> None:
-        """Print the tokens as they come (no newline after them, as on the reference)."""
+        """Print the tokens as they come (no newline after them, as on the reference).
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: Hello there."]))
+        >>> agent.stream_chat("Hi").print_response_stream(); print()
+        Hello there.
+        """
         for token in self.response_gen:
             print(token, end="", flush=True)
 

@@ -249,7 +249,7 @@ def test_the_names_added_since_link_to_an_example_too(site: Path) -> None:
 #: workflows) or as a ``>>>`` example in its docstring (tests/test_docs_reference.py runs them)
 CALLED = [
     *(f"nbagent.AgentRunner.{m}" for m in (
-        "get_task", "get_task_output", "get_upcoming_steps", "get_completed_steps", "get_completed_tasks",
+        "get_task", "get_task_output", "get_upcoming_steps", "get_completed_steps", "get_completed_tasks", "astream_step",
         "edit_step", "hold_step", "release_step", "goto_step", "skip_step", "stream_step", "arun_step",
         "arun_task", "aquery", "delete_task", "subscribe", "arun_batch")),
     *(f"nbagent.BatchRun.{m}" for m in ("counts", "statuses", "rows", "get_task", "state")),
@@ -261,13 +261,24 @@ CALLED = [
     "nbagent.Workflow.run_sync", "nbagent.workflow.WorkflowHandler.on_step", "nbagent.workflow.WorkflowHandler.done",
     "nbagent.workflow.WorkflowHandler.result", "nbagent.workflow.Context.write_event_to_stream",
     "nbagent.workflow.ContextStore.edit_state", "nbagent.workflow.ContextStore.get_state", "nbagent.workflow.workflow_tool",
+    *(f"nbagent.workflow.WorkflowHandler.{m}" for m in ("is_done", "exception", "checkpoint", "stop")),
+    *(f"nbagent.store.{f}" for f in ("save_runner", "load_runner", "read_run_file", "set_autosave", "autosave_path",
+                                      "is_store_path")),
+    *(f"nbagent.store.RunStore.{m}" for m in ("runs", "tasks", "task", "label")),
+    *(f"nbagent.AgentPanel.{m}" for m in ("step", "edit_input", "press", "goto", "abandon", "static_html",
+                                           "transcript_messages")),
     # >>> examples in their docstrings
     "nbagent.allow_type", "nbagent.block_network", "nbagent.new_id", "nbagent.seeded_ids", "nbagent.set_pricing",
     "nbagent.Pricing.price_of", "nbagent.PromptTemplate.format", "nbagent.PromptTemplate.partial_format",
     "nbagent.PromptTemplate.format_messages", "nbagent.ToolMetadata.to_openai_tool",
     "nbagent.ToolMetadata.get_parameters_dict", "nbagent.FunctionTool.ainvoke", "nbagent.viz.task_to_dot",
     "nbagent.viz.status_summary", "nbagent.store.runner_to_dict", "nbagent.ChatMemoryBuffer.put_messages",
-    "nbagent.LLM.complete", "nbagent.LLM.get_tool_calls_from_response",
+    "nbagent.LLM.complete", "nbagent.LLM.get_tool_calls_from_response", "nbagent.LLM.chat_with_tools",
+    "nbagent.StreamingAgentChatResponse.get_response", "nbagent.StreamingAgentChatResponse.add_token_callback",
+    "nbagent.StreamingAgentChatResponse.print_response_stream", "nbagent.StreamingAgentChatResponse.async_response_gen",
+    "nbagent.workflow.AgentOutput.get_pydantic_model",
+    *(f"nbagent.StructuredPlannerAgent.{m}" for m in ("create_plan", "get_next_tasks", "run_task", "mark_task_complete",
+                                                      "refine_plan", "draw_plan")),
 ]
 
 

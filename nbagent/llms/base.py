@@ -301,7 +301,19 @@ class LLM(ABC):
         tool_required: bool = False,
         **kwargs: Any,
     ) -> ChatResponse:
-        """``achat_with_tools``, from sync code."""
+        """``achat_with_tools``, from sync code.
+
+        Example:
+
+        >>> from nbagent import FunctionTool, ScriptedLLM, tool_call
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> llm = ScriptedLLM([tool_call("add", a=2, b=3)])
+        >>> reply = llm.chat_with_tools([FunctionTool.from_defaults(add)], user_msg="What is 2 + 3?")
+        >>> [(c.tool_name, c.tool_kwargs) for c in llm.get_tool_calls_from_response(reply)]
+        [('add', {'a': 2, 'b': 3})]
+        """
         return _sync.run_sync(
             self.achat_with_tools(
                 tools, user_msg, chat_history, verbose, allow_parallel_tool_calls, tool_required, **kwargs

@@ -76,7 +76,20 @@ class AgentOutput(Event):
         return self.response.text
 
     def get_pydantic_model(self, model: type[M]) -> M:
-        """The typed answer as ``model`` (validated; works on a loaded run's plain dict too)."""
+        """The typed answer as ``model`` (validated; works on a loaded run's plain dict too).
+
+        Example:
+
+        >>> from pydantic import BaseModel
+        >>> from nbagent import ChatMessage
+        >>> from nbagent.workflow import AgentOutput
+        >>> class City(BaseModel):
+        ...     name: str
+        >>> out = AgentOutput(response=ChatMessage(role="assistant", content="Oslo"), current_agent_name="guide",
+        ...                   structured_response={"name": "Oslo"})  # as a loaded run holds it
+        >>> out.get_pydantic_model(City)
+        City(name='Oslo')
+        """
         if self.structured_response is None:
             raise ValueError("this output has no structured_response (was output_cls given?)")
         if isinstance(self.structured_response, model):

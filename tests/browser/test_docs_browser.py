@@ -181,7 +181,7 @@ def test_a_tutorials_launch_link_opens_it_in_the_browser_site(page: Any, base_ur
         tab.wait_for_url("**/lite/lab/index.html?path=01_quickstart.ipynb")
         tab.wait_for_selector(".jp-Notebook .jp-Cell")
         tab.locator(".jp-Notebook .jp-Cell", has_text="Quick start: an agent, one step at a time").first.wait_for()
-        assert tab.locator(".jp-Notebook .jp-CodeCell", has_text="browser_note()").count() > 0
+        tab.locator(".jp-Notebook .jp-CodeCell", has_text="browser_note()").first.wait_for()  # its cells, drawn
         tab.wait_for_function(KERNEL_IDLE_JS)  # Pyodide and the kernel loaded from the site
         tab.screenshot(path=str(shots / "docs_10_launch_in_lite.png"))
         assert lite.offsite == [], f"requests that left the docs' server: {lite.offsite}"
