@@ -60,7 +60,7 @@ _portal: asyncio.AbstractEventLoop | None = None
 
 
 # asyncio is imported by the first call that needs a loop, not by ``import nbagent`` (it is
-# about a third of that import's time): until then no loop can run, so none is looked for.
+# about a fifth of that import's time): until then no loop can run, so none is looked for.
 
 
 _bound = False  # whether _bind_asyncio has run
