@@ -49,7 +49,14 @@ class PromptTemplate:
         return names
 
     def get_template(self) -> str:
-        """The raw template text (the reference's accessor)."""
+        """The raw template text (the reference's accessor).
+
+        Example:
+
+        >>> from nbagent import PromptTemplate
+        >>> PromptTemplate("Hi {name}").get_template()
+        'Hi {name}'
+        """
         return self.template
 
     def partial_format(self, **kwargs: Any) -> PromptTemplate:
@@ -154,7 +161,15 @@ class PromptMixin:
         return None
 
     def get_prompts(self) -> PromptDictType:
-        """Every prompt this object uses, its sub-modules' as ``"module:key"``."""
+        """Every prompt this object uses, its sub-modules' as ``"module:key"``.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+        >>> sorted(agent.get_prompts())  # change one with update_prompts({key: new})
+        ['agent_worker:system_prompt']
+        """
         prompts = dict(self._get_prompts())
         for module_name, module in self._get_prompt_modules().items():
             for key, prompt in module.get_prompts().items():

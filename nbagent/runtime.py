@@ -16,7 +16,14 @@ __all__ = ["in_browser", "can_wait", "missing", "browser_note"]
 
 
 def in_browser() -> bool:
-    """True in Pyodide (a browser page, JupyterLite, or Node): no threads, no child processes."""
+    """True in Pyodide (a browser page, JupyterLite, or Node): no threads, no child processes.
+
+    Example:
+
+    >>> from nbagent.runtime import in_browser
+    >>> in_browser()  # here, a Python process; in JupyterLite, True
+    False
+    """
     return sys.platform == "emscripten"
 
 

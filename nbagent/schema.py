@@ -221,7 +221,16 @@ class TaskStep(_LeanModel):
         input: str | None = None,
         step_state: dict[str, Any] | None = None,
     ) -> TaskStep:
-        """A new step of the same task that carries this step's state forward (not linked)."""
+        """A new step of the same task that carries this step's state forward (not linked).
+
+        Example:
+
+        >>> from nbagent import TaskStep
+        >>> first = TaskStep(task_id="t", step_id="s1", input="look it up", step_state={"tries": 1})
+        >>> then = first.get_next_step(step_id="s2", input="answer")
+        >>> then.task_id, then.step_state, then.prev_steps
+        ('t', {'tries': 1}, {})
+        """
         task_id = self.task_id
         step_id = step_id or new_id()
         state = self.step_state if step_state is None else step_state
@@ -239,7 +248,17 @@ class TaskStep(_LeanModel):
         return TaskStep(task_id=task_id, step_id=step_id, input=input, step_state=state)
 
     def link_step(self, next_step: TaskStep) -> None:
-        """Make ``next_step`` follow this one (both directions)."""
+        """Make ``next_step`` follow this one (both directions).
+
+        Example:
+
+        >>> from nbagent import TaskStep
+        >>> first = TaskStep(task_id="t", step_id="s1", input="look it up")
+        >>> then = first.get_next_step(step_id="s2", input="answer")
+        >>> first.link_step(then)  # a worker returns `then` in its output's next_steps
+        >>> list(first.next_steps), list(then.prev_steps)
+        (['s2'], ['s1'])
+        """
         if next_step.task_id != self.task_id:
             raise ValueError(
                 f"cannot link step {next_step.step_id!r} of task {next_step.task_id!r} "

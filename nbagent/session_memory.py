@@ -249,7 +249,19 @@ class Memory(ChatMemoryBuffer):
         self.put(message)
 
     async def aput_messages(self, messages: Iterable[ChatMessage]) -> None:
-        """``put_messages``, awaitable as on the reference."""
+        """``put_messages``, awaitable as on the reference.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> async def remember():
+        ...     await memory.aput_messages([ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="hello")])
+        ...     return [m.content for m in await memory.aget()], len(await memory.aget_all())
+        >>> asyncio.run(remember())
+        (['hi', 'hello'], 2)
+        """
         self.put_messages(messages)
 
     async def aset(self, messages: Iterable[ChatMessage]) -> None:

@@ -279,6 +279,13 @@ CALLED = [
     "nbagent.workflow.AgentOutput.get_pydantic_model",
     *(f"nbagent.StructuredPlannerAgent.{m}" for m in ("create_plan", "get_next_tasks", "run_task", "mark_task_complete",
                                                       "refine_plan", "draw_plan")),
+    *(f"nbagent.LiveGraph.{m}" for m in ("show", "dot", "request_redraw", "flush", "static_bundle")),
+    "nbagent.BatchItem.row", "nbagent.BatchRun.summary_html",
+    "nbagent.AgentRunner.get_prompts", "nbagent.AgentRunner.from_llm", "nbagent.BaseAgentWorker.describe",
+    "nbagent.FunctionCallingAgentWorker.describe",  # the docstring (and its example) a subclass inherits
+    "nbagent.PromptTemplate.get_template", "nbagent.TaskStep.link_step", "nbagent.TaskStep.get_next_step",
+    "nbagent.workflow.Event.fields", "nbagent.runtime.in_browser", "nbagent.llms.network_blocked",
+    "nbagent.LLM.achat_with_tools", "nbagent.Memory.aput_messages",
 ]
 
 

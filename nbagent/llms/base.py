@@ -85,6 +85,14 @@ def network_blocked() -> bool:
     """Whether requests to hosts other than loopback are forbidden.
 
     On when ``block_network(True)`` was called or ``NBAGENT_BLOCK_NETWORK=1`` is set.
+
+    Example:
+
+    >>> from nbagent import block_network
+    >>> from nbagent.llms import network_blocked
+    >>> with block_network():
+    ...     network_blocked()
+    True
     """
     if _blocked is not None:
         return _blocked
@@ -286,7 +294,20 @@ class LLM(ABC):
     ) -> ChatResponse:
         """One reply with ``tools`` offered, as LlamaIndex's function-calling models take them:
         the history, then ``user_msg``; ``tool_required`` makes the model call one; without
-        ``allow_parallel_tool_calls`` only the reply's first call is kept (as the reference)."""
+        ``allow_parallel_tool_calls`` only the reply's first call is kept (as the reference).
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FunctionTool, ScriptedLLM, tool_call
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> llm = ScriptedLLM([tool_call("add", a=2, b=3)])
+        >>> reply = asyncio.run(llm.achat_with_tools([FunctionTool.from_defaults(add)], user_msg="2 + 3?"))
+        >>> [(c.tool_name, c.tool_kwargs) for c in reply.message.tool_calls]
+        [('add', {'a': 2, 'b': 3})]
+        """
         messages, choice = self._tool_request(tools, user_msg, chat_history, tool_required, kwargs)
         response = await self.achat(messages, tools, choice, **kwargs)
         return response if allow_parallel_tool_calls else _first_call_only(response)

@@ -107,7 +107,15 @@ class AgentRunner(RunnerViews, RunnerBatch, RunnerPricing, RunnerTimeTravel, Run
     def from_llm(tools: Sequence[Any] | None = None, llm: Any = None, **kwargs: Any) -> AgentRunner:
         """A ready agent for ``llm``: function calling if the model takes tools
         (``llm.is_function_calling_model``), ReAct otherwise. With no ``llm``, an OpenAI
-        agent configured from the environment. ``kwargs`` go to ``from_tools``."""
+        agent configured from the environment. ``kwargs`` go to ``from_tools``.
+
+        Example:
+
+        >>> from nbagent import AgentRunner, ScriptedLLM
+        >>> agent = AgentRunner.from_llm([], llm=ScriptedLLM(["Hello!"]))
+        >>> type(agent).__name__, str(agent.chat("Hi"))
+        ('FunctionCallingAgent', 'Hello!')
+        """
         if llm is None:
             return OpenAIAgent.from_tools(tools=tools, **kwargs)
         if getattr(llm, "is_function_calling_model", False):

@@ -101,7 +101,14 @@ class BaseAgentWorker(PromptMixin, ABC):
         return provided("agent_runner")(self, **kwargs)
 
     def describe(self) -> dict[str, Any]:
-        """What the views show about this worker: kind, model, tools, limits."""
+        """What the views show about this worker: kind, model, tools, limits.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"])).agent_worker.describe()
+        {'kind': 'ReActAgentWorker', 'model': 'scripted', 'max_iterations': 10}
+        """
         info: dict[str, Any] = {"kind": type(self).__name__}
         llm = getattr(self, "llm", None)
         if llm is not None:

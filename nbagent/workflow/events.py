@@ -59,7 +59,14 @@ class Event(BaseModel):
         return default
 
     def fields(self) -> dict[str, Any]:
-        """Declared fields and extra values, in order (the values themselves, not dumps)."""
+        """Declared fields and extra values, in order (the values themselves, not dumps).
+
+        Example:
+
+        >>> from nbagent.workflow import StartEvent
+        >>> StartEvent(user_msg="Hi", n=2).fields()  # a StartEvent takes any keyword
+        {'user_msg': 'Hi', 'n': 2}
+        """
         out = {name: getattr(self, name) for name in type(self).model_fields}
         out.update(self.model_extra or {})
         return out
