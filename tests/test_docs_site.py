@@ -286,6 +286,11 @@ CALLED = [
     "nbagent.PromptTemplate.get_template", "nbagent.TaskStep.link_step", "nbagent.TaskStep.get_next_step",
     "nbagent.workflow.Event.fields", "nbagent.runtime.in_browser", "nbagent.llms.network_blocked",
     "nbagent.LLM.achat_with_tools", "nbagent.Memory.aput_messages",
+    "nbagent.ReplayLLM.rewind", "nbagent.ParallelAgentRunner.arun_until_done", "nbagent.ParallelAgentRunner.arun_steps_in_queue",
+    *(f"nbagent.mcp.{f}" for f in ("get_tools_from_mcp_url", "aget_tools_from_mcp_url", "tool_server", "to_tool_result")),
+    *(f"nbagent.workflow.Context.{m}" for m in ("collect_events", "wait_for_event", "send_event")),
+    "nbagent.workflow.current_context", "nbagent.workflow.ContextStore.set_state", "nbagent.Workflow.step_specs",
+    "nbagent.workflow.WorkflowHandler.add_done_callback", "nbagent.workflow.WorkflowHandler.send_event",
 ]
 
 

@@ -331,6 +331,19 @@ class ParallelStepEngine(StepEngine):
         Returns their outputs in queue order. Steps they make ready are left for the next
         call. If some fail, the others' outputs are kept, the failed ones go back to the
         queue, and the first error is raised as it was. ``input`` is given to each step run.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FnAgentWorker, ParallelAgentRunner
+        >>> def count(state):  # one step per call; done at 3
+        ...     state["n"] = state.get("n", 0) + 1
+        ...     state["__output__"] = f"step {state['n']}"
+        ...     return state, state["n"] == 3
+        >>> agent = ParallelAgentRunner(FnAgentWorker(count), max_concurrency=4)
+        >>> done = asyncio.run(agent.arun_steps_in_queue(agent.create_task("count")))
+        >>> [str(output.output) for output in done]  # the one ready step; the next is queued
+        ['step 1']
         """
         state = self.state_of(task_id)
         self._check_runnable(state)
@@ -353,6 +366,18 @@ class ParallelStepEngine(StepEngine):
         again to retry. With no ready step and no final output it raises ``TaskStateError``.
         ``input`` and ``kwargs`` go to the steps ready at the start; later ones get ``kwargs``
         with ``tool_choice`` set back to ``"auto"``.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FnAgentWorker, ParallelAgentRunner
+        >>> def count(state):  # one step per call; done at 3
+        ...     state["n"] = state.get("n", 0) + 1
+        ...     state["__output__"] = f"step {state['n']}"
+        ...     return state, state["n"] == 3
+        >>> agent = ParallelAgentRunner(FnAgentWorker(count), max_concurrency=4)
+        >>> print(asyncio.run(agent.arun_until_done(agent.create_task("count"))))
+        step 3
         """
         state = self.state_of(task_id)
         self._check_runnable(state)

@@ -241,7 +241,24 @@ class ReplayLLM(LLM):
         self._lock = threading.Lock()
 
     def rewind(self) -> None:
-        """Replay every request's replies from the first one again."""
+        """Replay every request's replies from the first one again.
+
+        Example:
+
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from nbagent import ReplayLLM, ScriptedLLM
+        >>> cassette = Path(tempfile.mkdtemp()) / "demo.json"
+        >>> recorder = ReplayLLM(cassette, llm=ScriptedLLM(["first", "second"]), mode="record")
+        >>> [str(recorder.complete("hi")) for _ in range(2)]
+        ['first', 'second']
+        >>> replay = ReplayLLM(cassette)  # only the cassette: never a model, never the network
+        >>> [str(replay.complete("hi")) for _ in range(2)]
+        ['first', 'second']
+        >>> replay.rewind()  # a workshop's second run of the same cells
+        >>> str(replay.complete("hi"))
+        'first'
+        """
         with self._lock:
             self._cursor.clear()
 
