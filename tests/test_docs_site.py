@@ -291,6 +291,10 @@ CALLED = [
     *(f"nbagent.workflow.Context.{m}" for m in ("collect_events", "wait_for_event", "send_event")),
     "nbagent.workflow.current_context", "nbagent.workflow.ContextStore.set_state", "nbagent.Workflow.step_specs",
     "nbagent.workflow.WorkflowHandler.add_done_callback", "nbagent.workflow.WorkflowHandler.send_event",
+    "nbagent.tracing.trace_workflow",
+    *(f"nbagent.query_pipeline.QueryPipeline.{m}" for m in (
+        "add_modules", "add_link", "add_links", "add_chain", "get_root_keys", "get_leaf_keys", "arun",
+        "run_with_intermediates", "reset_state", "update_state")),
 ]
 
 
