@@ -179,7 +179,14 @@ class Pricing:
 
     @classmethod
     def coerce(cls, value: Pricing | Mapping[str, Any] | None) -> Pricing | None:
-        """A Pricing from a Pricing, a ``{model: (in, out)}`` dict, or None."""
+        """A Pricing from a Pricing, a ``{model: (in, out)}`` dict, or None.
+
+        Example:
+
+        >>> from nbagent import Pricing
+        >>> Pricing.coerce({"gpt-4o-mini": (0.15, 0.60)}), Pricing.coerce(None)
+        (Pricing({'gpt-4o-mini': (0.15, 0.6)}, currency='$'), None)
+        """
         if value is None or isinstance(value, Pricing):
             return value
         if isinstance(value, Mapping):

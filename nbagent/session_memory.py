@@ -199,7 +199,16 @@ class Memory(ChatMemoryBuffer):
         self._archive_oldest()
 
     def put_messages(self, messages: Iterable[ChatMessage]) -> None:
-        """Append messages, then archive the oldest ones if over the limit (once, at the end)."""
+        """Append messages, then archive the oldest ones if over the limit (once, at the end).
+
+        Example:
+
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> memory.put_messages([ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="hello")])
+        >>> [m.content for m in memory.get()]
+        ['hi', 'hello']
+        """
         for message in messages:
             super().put(message)
         self._archive_oldest()
@@ -278,7 +287,21 @@ class Memory(ChatMemoryBuffer):
         return self.get_all(status)
 
     async def areset(self, status: Any = None) -> None:
-        """``reset``, awaitable as on the reference."""
+        """``reset``, awaitable as on the reference.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> async def start_over():
+        ...     await memory.aset([ChatMessage(role="user", content="hi")])  # replaces what was kept
+        ...     before = len(await memory.aget_all())
+        ...     await memory.areset()
+        ...     return before, len(await memory.aget_all())
+        >>> asyncio.run(start_over())
+        (1, 0)
+        """
         self.reset(status)
 
     def settings(self) -> dict[str, Any]:

@@ -295,6 +295,8 @@ CALLED = [
     *(f"nbagent.query_pipeline.QueryPipeline.{m}" for m in (
         "add_modules", "add_link", "add_links", "add_chain", "get_root_keys", "get_leaf_keys", "arun",
         "run_with_intermediates", "reset_state", "update_state")),
+    *(f"nbagent.AgentPanel.{m}" for m in ("release", "select", "stop")),
+    "nbagent.Memory.put_messages", "nbagent.Memory.areset", "nbagent.Pricing.coerce", "nbagent.LLM.stream_chat_with_tools",
 ]
 
 

@@ -366,7 +366,18 @@ class LLM(ABC):
         tool_required: bool = False,
         **kwargs: Any,
     ) -> Iterator[ChatResponse]:
-        """``astream_chat_with_tools``, from sync code."""
+        """``astream_chat_with_tools``, from sync code.
+
+        Example:
+
+        >>> from nbagent import FunctionTool, ScriptedLLM
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> llm = ScriptedLLM(["Hello there."])
+        >>> [chunk.delta for chunk in llm.stream_chat_with_tools([FunctionTool.from_defaults(add)], user_msg="Hi")]
+        ['Hello ', 'there.']
+        """
         return _sync.iterate_sync(
             self.astream_chat_with_tools(
                 tools, user_msg, chat_history, verbose, allow_parallel_tool_calls, tool_required, **kwargs
