@@ -32,6 +32,8 @@ from nbagent.viz.dot.model import (
 from nbagent.viz.escape import typed_preview
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from nbagent.engine.state import StepFailure, TaskState
     from nbagent.schema import TaskStep, TaskStepOutput
 
@@ -84,16 +86,16 @@ def _preview(value: Any, limit: int | None) -> str:
 
 
 def _metrics(out: TaskStepOutput) -> str:
-    parts = []
-    if isinstance(out.latency_s, (int, float)):
-        parts.append(f"{out.latency_s:.2f} s")
-    usage = out.usage
-    if usage is not None:
-        try:
-            parts.append(f"{int(usage.total_tokens)} tok")
-        except Exception:  # noqa: BLE001
-            pass
-    money = cost_label(out) if usage is not None else None  # None unless prices are set (nbagent.costs)
+    latency, usage = out.latency_s, out.usage
+    timed = isinstance(latency, (int, float))
+    if usage is None:  # the common case: no tokens, no money
+        return f"{latency:.2f} s" if timed else ""
+    parts = [f"{latency:.2f} s"] if timed else []
+    try:
+        parts.append(f"{int(usage.total_tokens)} tok")
+    except Exception:  # noqa: BLE001
+        pass
+    money = cost_label(out)  # None unless prices are set (nbagent.costs)
     if money:
         parts.append(money)
     return " · ".join(parts)
@@ -103,7 +105,7 @@ def _output_lines(out: TaskStepOutput, limit: int) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
     if out.reasoning:
         lines.append((f"thought: {_preview(out.reasoning, limit)}", "text"))
-    tool_outputs = list(out.tool_outputs or [])
+    tool_outputs = list(out.tool_outputs) if out.tool_outputs else ()
     for t in tool_outputs[:_MAX_TOOL_LINES]:
         call = f"{clean(t.tool_name)}({args_preview(t.raw_input)})"
         server = tool_server(t)  # an MCP tool: say which server answered
@@ -164,6 +166,9 @@ _CONST_ATTRS: dict[int, tuple[dict[str, str], str]] = {}  # filled below, once _
 
 @functools.lru_cache(maxsize=4096)
 def _short_str(step_id: str) -> str:
+    head = step_id[:8]
+    if head.isascii() and head.isprintable():  # nothing for ``clean`` to change (ids: hex)
+        return head
     return short_id(step_id)
 
 
@@ -182,8 +187,8 @@ def _step_node(
     sid: str,
     step: TaskStep | None,
     status: StepStatus,
-    failures: list[StepFailure],
-    undone_outs: list[TaskStepOutput],
+    failures: Sequence[StepFailure],
+    undone_outs: Sequence[TaskStepOutput],
     limit: int,
 ) -> _Node:
     out = state.outputs.get(sid) if status is _S_DONE else None
@@ -245,16 +250,19 @@ _PLAIN = ("", "")
 _SPECIAL = re.compile("[&<>\"']")
 
 
+_special = _SPECIAL.search
+
+
 def _escape(text: str) -> str:
     """``html.escape(text, quote=True)``, at once when there is nothing to escape."""
-    return html.escape(text, quote=True) if _SPECIAL.search(text) else text
+    return html.escape(text, quote=True) if _special(text) else text
 
 
 def _label_piece(text: str, kind: str, wrap: int) -> str:
     """One line of a label, wrapped at ``wrap``, escaped and styled by ``kind``."""
     start, end = _STYLE.get(kind, _PLAIN)
     if text and len(text) <= wrap:  # the common case: one piece
-        return f"{start}{_escape(text)}{end}{_BR}"
+        return f"{start}{html.escape(text, quote=True) if _special(text) else text}{end}{_BR}"
     return "".join([f"{start}{_escape(piece)}{end}{_BR}" for piece in wrap_lines(text, wrap) if piece])
 
 
@@ -279,10 +287,13 @@ _TITLE_OPEN = (f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="5
 _TITLE_CLOSE = "</TD></TR></TABLE>"
 
 
+_BOX_OPEN, _BOX_CLOSE = f"<{_TITLE_OPEN}", f"{_TITLE_CLOSE}>"
+
+
 def boxed_label(inner: str) -> str:
     """An HTML-like label whose text (``inner``: label markup without the outer ``<>``) sits
     in a light rounded box, readable on a light or a dark page."""
-    return f"<{_TITLE_OPEN}{inner}{_TITLE_CLOSE}>"
+    return f"{_BOX_OPEN}{inner}{_BOX_CLOSE}"
 
 
 _ATTR_TEXT: dict[tuple[tuple[str, str], ...], str] = {}  # our own constants: a handful of combinations

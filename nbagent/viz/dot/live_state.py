@@ -52,8 +52,10 @@ def streaming(out: TaskStepOutput | None) -> bool:
 
 def collapsible_output(out: TaskStepOutput | None) -> bool:
     """Whether a done step's output lets it join a collapsed run (``collapse._collapsible``)."""
-    return (out is not None and not out.is_last and not is_skipped(out)
-            and not any(t.is_error for t in out.tool_outputs or ()))
+    if out is None or out.is_last or is_skipped(out):
+        return False
+    tool_outputs = out.tool_outputs
+    return not tool_outputs or not any(t.is_error for t in tool_outputs)
 
 
 class OddState(Exception):

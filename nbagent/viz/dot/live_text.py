@@ -19,7 +19,14 @@ from nbagent.viz.dot.collapse import _chain_metrics, _collapsed_node_of
 from nbagent.viz.dot.labels import _UNDONE_EDGE_COLOR, _VALUE, _ghost_node, _node_line, _step_node
 from nbagent.viz.dot.live_frame import Frame, frame_of
 from nbagent.viz.dot.live_state import LiveDotState, OddState, Run, UndoneEdges, streaming
-from nbagent.viz.dot.task_dot import _header_from, _legend_lines, _title_top, check_options, task_to_dot
+from nbagent.viz.dot.task_dot import (
+    _header_around,
+    _legend_lines,
+    _summary_piece,
+    _title_top,
+    check_options,
+    task_to_dot,
+)
 
 if TYPE_CHECKING:
     from nbagent.engine.state import TaskState
@@ -47,7 +54,7 @@ class LiveDot:
         self._edge_lines: list[str] = []  # the lines of the state's final edges
         self._decided = 0  # the decided steps whose cached lines were let go
         self._run_line: tuple[tuple[Any, ...], str] | None = None
-        self._top: tuple[Any, str, str, str] | None = None  # task status, id, input; the title's first lines
+        self._top: tuple[Any, str, str, tuple[str, str]] | None = None  # task status, id, input; text around the counts
         self._head: tuple[tuple[int, ...], str] | None = None  # the header text, by the status counts
 
     # ----- what tests and benchmarks read ------------------------------------------------
@@ -175,18 +182,20 @@ class LiveDot:
         state, track = self.state, self.track
         step = state.steps.get(sid)
         out = state.outputs.get(sid) if status is _DONE else None
-        fails = track.failures_of.get(sid, ())
-        undone_outs = track.undone_outs.get(sid, ())
-        key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
+        fails = track.failures_of.get(sid, ()) if track.failures_of else ()
+        undone_outs = track.undone_outs.get(sid, ()) if track.undone_outs else ()
         # approval decisions change while a step waits; a streamed answer grows after the step
         cache = (step is None or APPROVAL_KEY not in step.step_state) and not streaming(out)
         found = (self._lines.get(sid) if keep else self._lines.pop(sid, None)) if cache else None
-        if found is not None and found[1] is out and found[0] == key:
-            return found[2]
-        node = _step_node(state, number, sid, step, status, list(fails), list(undone_outs), self.opts["max_label"])
+        key = None
+        if found is not None or (cache and keep):
+            key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
+            if found is not None and found[1] is out and found[0] == key:
+                return found[2]
+        node = _step_node(state, number, sid, step, status, fails, undone_outs, self.opts["max_label"])
         node.name = name
         line = _node_line(node, self.opts["wrap"])
-        if cache and keep:
+        if key is not None and keep:
             self._lines[sid] = (key, out, line)
         return line
 
@@ -239,7 +248,7 @@ class LiveDot:
     # ----- the header --------------------------------------------------------------------
     def _header(self, counts: dict[StepStatus, int]) -> str:
         """The text up to the first node line (kept while the task's title and the status
-        counts stay)."""
+        counts stay; the part around the counts while the title stays)."""
         state, opts = self.state, self.opts
         try:
             task_status: Any = state.status
@@ -249,14 +258,14 @@ class LiveDot:
         top = self._top
         if top is None or top[0] is not task_status or top[1] != task.task_id or top[2] != task.input:
             value = "unknown" if task_status is None else task_status.value
-            top = self._top = (task_status, task.task_id, task.input,
-                               _title_top(task.task_id, task.input, value, opts["max_label"], opts["wrap"]))
+            text = _title_top(task.task_id, task.input, value, opts["max_label"], opts["wrap"])
+            top = self._top = (task_status, task.task_id, task.input, _header_around(text, opts["rankdir"]))
             self._head = None
         key = tuple(counts.values())
         found = self._head
         if found is not None and found[0] == key:
             return found[1]
-        by_value = {_VALUE[st]: k for st, k in counts.items()}
-        text = "\n".join(_header_from(top[3], by_value, opts["rankdir"], opts["wrap"]))
+        before, after = top[3]
+        text = f"{before}{_summary_piece({_VALUE[st]: k for st, k in counts.items()}, opts['wrap'])}{after}"
         self._head = (key, text)
         return text

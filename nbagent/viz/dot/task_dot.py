@@ -13,6 +13,8 @@ from nbagent.engine.state import StepStatus
 from nbagent.text import preview, short_id
 from nbagent.viz.dot.collapse import _chains, _collapsed_node, _collapsible, _undone_runs
 from nbagent.viz.dot.labels import (
+    _BOX_CLOSE,
+    _BOX_OPEN,
     _EDGE_COLOR,
     _FONT,
     _TITLE_COLOR,
@@ -24,7 +26,6 @@ from nbagent.viz.dot.labels import (
     _node_line,
     _render_label,
     _step_node,
-    boxed_label,
 )
 from nbagent.viz.dot.model import _STYLES, STATUS_COLORS, STATUS_ORDER, _collect, _Node, _numbers, _status, _summary_from
 
@@ -159,9 +160,21 @@ def _title_top(task_id: str, task_input: str, task_status: str, max_label: int, 
 
 
 def _header_from(top: str, counts: dict[str, int], rankdir: str, wrap: int) -> list[str]:
+    before, after = _header_around(top, rankdir)
+    return [f"{before}{_summary_piece(counts, wrap)}{after}"]
+
+
+def _header_around(top: str, rankdir: str) -> tuple[str, str]:
+    """The header's text before and after the status summary (the part that changes at
+    every step): ``digraph task {``, the graph's attributes and title, the defaults."""
+    return (f"digraph task {{\n{_GRAPH_OPEN[rankdir]}label={_BOX_OPEN}{top}",
+            f"{_BOX_CLOSE}];\n{_NODE_DEFAULTS}\n{_EDGE_DEFAULTS}")
+
+
+def _summary_piece(counts: dict[str, int], wrap: int) -> str:
+    """The title's last line: how many steps are in each status (by status value)."""
     summary = ", ".join([f"{n} {s}" for s, n in counts.items() if n])
-    label = boxed_label(top + _label_piece(summary or "no steps", "muted", max(wrap, 60)))
-    return ["digraph task {", f"{_GRAPH_OPEN[rankdir]}label={label}];", _NODE_DEFAULTS, _EDGE_DEFAULTS]
+    return _label_piece(summary or "no steps", "muted", max(wrap, 60))
 
 
 _GRAPH_OPEN = {
