@@ -313,12 +313,12 @@ class LiveDotState:
         steps, order, pos, info = self.state.steps, self.order, self.pos, self.info
         while True:
             s, n = self.s, len(order)
-            found: set[tuple[int, int]] = set()
+            # the settled sources' edges, in order (their next steps are in position order);
+            # a step after the prefix that a settled step links to is among them already
+            live = [(a, pos[b]) for a in range(self.e, s) for b in info[order[a]].next]
+            found: set[tuple[int, int]] = set()  # the edges of the steps after the prefix
             add = found.add
             back = n
-            for a in range(self.e, s):
-                for b in info[order[a]].next:
-                    add((a, pos[b]))
             for w in range(s, n):
                 sid = order[w]
                 step = steps[sid]
@@ -326,8 +326,10 @@ class LiveDotState:
                     pi = pos.get(p)
                     if pi is None:
                         raise OddState  # drawn by task_to_dot: a step only reachable by a link
-                    if pi < s and pi < back and sid not in info[p].next:
-                        back = pi
+                    if pi < s:
+                        if pi < back and sid not in info[p].next:
+                            back = pi
+                        continue
                     add((pi, w))
                 for x in step.next_steps:
                     xi = pos.get(x)
@@ -340,7 +342,8 @@ class LiveDotState:
                 self._rollback(back)
                 continue
             break
-        live = sorted(found)
+        if found:
+            live.extend(sorted(found))
         outs: dict[int, list[int]] = {}
         ins: dict[int, list[int]] = {}
         for a, b in live:
