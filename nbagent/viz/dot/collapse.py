@@ -101,13 +101,10 @@ def _collapsed_node_of(count: int, first: str, last: str, n_first: int, n_last: 
         (f"… {count} steps …", "head"),
         (f"#{n_first}–#{n_last} · {_short(first)} … {_short(last)}", "text"),
     ]
-    metrics = []
-    if latency is not None:
-        metrics.append(f"{latency:.2f} s")
     if tokens is not None:
-        metrics.append(f"{tokens} tok")
-    if metrics:
-        lines.append((" · ".join(metrics), "muted"))
+        lines.append((f"{latency:.2f} s · {tokens} tok" if latency is not None else f"{tokens} tok", "muted"))
+    elif latency is not None:
+        lines.append((f"{latency:.2f} s", "muted"))
     return _Node(name="", attrs=_COLLAPSED_ATTRS, label=lines)  # attrs shared: read only
 
 

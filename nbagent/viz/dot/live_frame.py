@@ -13,6 +13,9 @@ from nbagent.viz.dot.model import STATUS_ORDER, _status
 __all__ = ["Frame", "frame_of"]
 
 _DONE, _UNDONE = StepStatus.DONE, StepStatus.UNDONE
+_VALUE = {st: st.value for st in StepStatus}
+_ORDER_VALUES = [st.value for st in STATUS_ORDER]
+_DONE_VALUE, _UNDONE_VALUE = _DONE.value, _UNDONE.value
 
 
 class Frame:
@@ -50,13 +53,13 @@ class Frame:
         found = self.numbers.get(sid)
         return self.track.info[sid].number if found is None else found
 
-    def status_counts(self) -> dict[StepStatus, int]:
-        """How many steps are in each status (every status, in ``STATUS_ORDER``)."""
-        counts = dict.fromkeys(STATUS_ORDER, 0)
+    def status_counts(self) -> dict[str, int]:
+        """How many steps are in each status, by status value (every status, in ``STATUS_ORDER``)."""
+        counts = dict.fromkeys(_ORDER_VALUES, 0)
         for st in self.statuses.values():
-            counts[st] += 1
-        counts[_DONE] += self.track.done
-        counts[_UNDONE] += self.track.undone
+            counts[_VALUE[st]] += 1
+        counts[_DONE_VALUE] += self.track.done
+        counts[_UNDONE_VALUE] += self.track.undone
         return counts
 
     def new_edges(self, dashed: list[tuple[str, str]]

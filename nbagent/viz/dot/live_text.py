@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from nbagent.approval import APPROVAL_KEY
 from nbagent.engine.state import StepStatus
 from nbagent.viz.dot.collapse import _chain_metrics, _collapsed_node_of
-from nbagent.viz.dot.labels import _UNDONE_EDGE_COLOR, _VALUE, _ghost_node, _node_line, _step_node
+from nbagent.viz.dot.labels import _UNDONE_EDGE_COLOR, _ghost_node, _node_line, _step_node
 from nbagent.viz.dot.live_frame import Frame, frame_of
 from nbagent.viz.dot.live_state import LiveDotState, OddState, Run, UndoneEdges, streaming
 from nbagent.viz.dot.task_dot import (
@@ -246,7 +246,7 @@ class LiveDot:
         return dashed
 
     # ----- the header --------------------------------------------------------------------
-    def _header(self, counts: dict[StepStatus, int]) -> str:
+    def _header(self, counts: dict[str, int]) -> str:
         """The text up to the first node line (kept while the task's title and the status
         counts stay; the part around the counts while the title stays)."""
         state, opts = self.state, self.opts
@@ -266,6 +266,6 @@ class LiveDot:
         if found is not None and found[0] == key:
             return found[1]
         before, after = top[3]
-        text = f"{before}{_summary_piece({_VALUE[st]: k for st, k in counts.items()}, opts['wrap'])}{after}"
+        text = f"{before}{_summary_piece(counts, opts['wrap'])}{after}"
         self._head = (key, text)
         return text
