@@ -105,7 +105,7 @@ def _collapsed_node_of(count: int, first: str, last: str, n_first: int, n_last: 
         lines.append((f"{latency:.2f} s · {tokens} tok" if latency is not None else f"{tokens} tok", "muted"))
     elif latency is not None:
         lines.append((f"{latency:.2f} s", "muted"))
-    return _Node(name="", attrs=_COLLAPSED_ATTRS, label=lines)  # attrs shared: read only
+    return _Node("", _COLLAPSED_ATTRS, lines)  # attrs shared: read only
 
 
 def _undone_runs(

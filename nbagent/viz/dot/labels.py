@@ -225,7 +225,7 @@ def _step_node(
         else:  # queued (or failed, held...) again after an undo
             lines.append((f"ran before; {runs}", "muted"))
     attrs = _SKIPPED_ATTRS if skipped else _ANSWER_ATTRS if is_answer else _ATTRS[status]
-    return _Node(name="", attrs=attrs, label=lines)  # shared: read only
+    return _Node("", attrs, lines)  # attrs shared: read only
 
 
 def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int) -> _Node:
@@ -241,7 +241,7 @@ def _ghost_node(out: TaskStepOutput, number: int, nth: int, of: int, limit: int)
         lines.append(("(no output)", "muted"))
     fill, border, font = STATUS_COLORS[StepStatus.UNDONE]
     attrs = {"fillcolor": fill, "color": border, "fontcolor": font, "style": _STYLES[StepStatus.UNDONE]}
-    return _Node(name="", attrs=attrs, label=lines)
+    return _Node("", attrs, lines)
 
 
 _BR = '<BR ALIGN="LEFT"/>'

@@ -131,8 +131,11 @@ def _numbers(state: TaskState, g: _Graph, statuses: dict[str, StepStatus]) -> di
     return numbers
 
 
-@dataclass
+@dataclass(slots=True)
 class _Node:
+    """A node to draw: its name, attributes and label lines (made by the thousand: slotted,
+    built with positional arguments)."""
+
     name: str
     attrs: dict[str, str]
     label: list[tuple[str, str]]  # (text, kind) with kind in {"head", "text", "error", "muted"}
