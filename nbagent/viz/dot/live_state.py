@@ -241,7 +241,15 @@ class LiveDotState:
         if n < n_old:
             self.forget()
             n_old = 0
-        if n > n_old:
+        if n == n_old + 1 and n_old:  # one new step (the common case): the one before it was last
+            newest = reversed(steps)
+            sid = next(newest)
+            if next(newest) != order[-1]:
+                self.forget()
+                return self._read_changes()
+            pos[sid] = n_old
+            order.append(sid)
+        elif n > n_old:
             new = list(islice(reversed(steps), n - n_old + (1 if n_old else 0)))
             new.reverse()
             if n_old:
@@ -291,12 +299,19 @@ class LiveDotState:
         seen = self.completed
         k = len(seen)
         if len(done) != k or (k and done[k - 1] is not seen[k - 1]):
-            k = min(len(done), k)
-            while k and done[k - 1] is not seen[k - 1]:
-                k -= 1
-            self._rollback(min((pos.get(o.task_step.step_id, 0) for o in [*done[k:], *seen[k:]]), default=None))
-            del seen[k:]
-            seen.extend(done[k:])
+            if len(done) > k and (not k or done[k - 1] is seen[k - 1]):  # outputs added only
+                new_outs = done[k:]
+                low = min([pos.get(o.task_step.step_id, 0) for o in new_outs])
+            else:
+                k = min(len(done), k)
+                while k and done[k - 1] is not seen[k - 1]:
+                    k -= 1
+                new_outs = done[k:]
+                low = min([pos.get(o.task_step.step_id, 0) for o in [*new_outs, *seen[k:]]])
+                del seen[k:]
+            if low < self.s:
+                self._rollback(low)
+            seen.extend(new_outs)
         if state.running:
             for sid in list(state.running):
                 self._rollback(pos.get(sid))
