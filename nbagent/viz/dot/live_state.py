@@ -382,12 +382,12 @@ class LiveDotState:
             prev = ins.get(i)
             if prev and prev[-1] >= i:
                 break
-            nxt = tuple([order[b] for b in outs[i]]) if i in outs else ()
             ok = False
             if status is _DONE:
                 out = state.outputs.get(sid)
                 if streaming(out):
                     break  # its answer still streams in: the text is not final
+                nxt = tuple([order[b] for b in outs[i]]) if i in outs else ()
                 number = self.last_number + 1
                 if collapsing and i >= keep_ends:
                     ok = ((len(prev) if prev else 0) + undone.ins.get(sid, 0) == 1
@@ -400,6 +400,7 @@ class LiveDotState:
                 if pi is None or pi >= i:
                     break  # numbered after every live step: the number still moves
                 number = info[parent].number + 1  # type: ignore[index]
+                nxt = tuple([order[b] for b in outs[i]]) if i in outs else ()
             else:
                 break
             self.sck.append((self.last_number, self.done, self.undone))
