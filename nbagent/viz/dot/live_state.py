@@ -154,7 +154,7 @@ class LiveDotState:
         self.dck: list[tuple[Any, ...]] = []  # per decided step: the units before it
         self.info: dict[str, StepInfo] = {}
         self.units: list[int | Run] = []  # the closed units, in order: a step's position, or a run
-        self.units_low = 0  # units[:units_low] have not changed since ``changed_units`` last said
+        self.units_low = 0  # units[:units_low] have not changed since ``changes`` last said
         self.settled_low = 0  # as units_low, for the settled steps
         self.last_number = 0  # settled steps that are not undone (the last number given)
         self.done = 0
@@ -170,20 +170,11 @@ class LiveDotState:
         self.edges_low = 0  # as units_low, for edges
         self.pairs: set[tuple[str, str]] = set()
 
-    def changed_units(self) -> int:
-        """How many closed units are unchanged since the last call (the reader redraws the rest)."""
-        low, self.units_low = self.units_low, len(self.units)
-        return low
-
-    def changed_settled(self) -> int:
-        """How many settled steps stayed settled since the last call (the reader's text of
-        the others may be stale)."""
-        low, self.settled_low = self.settled_low, self.s
-        return low
-
-    def changed_edges(self) -> int:
-        """How many final edges are unchanged since the last call."""
-        low, self.edges_low = self.edges_low, len(self.edges)
+    def changes(self) -> tuple[int, int, int]:
+        """How many settled steps stayed settled, and how many closed units and final edges
+        are unchanged, since the last call (the reader's text of the others may be stale)."""
+        low = (self.settled_low, self.units_low, self.edges_low)
+        self.settled_low, self.units_low, self.edges_low = self.s, len(self.units), len(self.edges)
         return low
 
     def _restart(self) -> None:

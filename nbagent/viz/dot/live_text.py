@@ -86,8 +86,7 @@ class LiveDot:
         order, info, s, d = track.order, track.info, track.s, track.d
         frame = frame_of(track, undone)
         lines = [self._header(frame.status_counts())]
-        self._sync_settled()
-        self._sync_units()
+        self._sync()
         lines.extend(self._unit_lines)
         run = track.run
         if run is not None:
@@ -123,7 +122,6 @@ class LiveDot:
         dashed: list[tuple[str, str]] = []
         if self.state.undone_outputs or undone.edges:
             dashed = self._undone_runs(frame, lines)
-        self._sync_edges()
         lines.extend(self._edge_lines)
         live, dashed = frame.new_edges(dashed)
         lines.extend([f"  {na} -> {nb};" for na, nb in live])
@@ -131,20 +129,28 @@ class LiveDot:
         if opts["legend"]:
             lines.extend(_legend_lines(opts["wrap"]))
         lines.append("}\n")
-        self._let_go_of_decided()
         return "\n".join(lines)
 
-    def _sync_settled(self) -> None:
-        """Let go of the lines of the steps unsettled since the last redraw."""
-        low, final = self.track.changed_settled(), self._final
-        for i in range(low, self._settled):
-            final.pop(i, None)
-        self._settled = self.track.s
+    def _sync(self) -> None:
+        """Bring the kept lines in step with the state (each part only when it changed)."""
+        track = self.track
+        settled_low, units_low, edges_low = track.changes()
+        if settled_low < self._settled:  # let go of the lines of the steps unsettled since
+            final = self._final
+            for i in range(settled_low, self._settled):
+                final.pop(i, None)
+        self._settled = track.s
+        if units_low < len(track.units) or units_low < len(self._unit_lines):
+            self._sync_units(units_low)
+        if self._decided != track.d:
+            self._let_go_of_decided()
+        if edges_low < len(track.edges) or edges_low < len(self._edge_lines):
+            self._sync_edges(edges_low)
 
-    def _sync_units(self) -> None:
-        """Bring the closed units' lines in step with the state's units."""
+    def _sync_units(self, low: int) -> None:
+        """Bring the closed units' lines in step with the state's units (``low``: unchanged)."""
         track, unit_lines = self.track, self._unit_lines
-        low = min(track.changed_units(), len(unit_lines))
+        low = min(low, len(unit_lines))
         del unit_lines[low:]
         order, info = track.order, track.info
         for unit in track.units[low:]:
@@ -158,16 +164,17 @@ class LiveDot:
                 unit_lines.append(line or self._step_line(sid, info[sid].status, info[sid].number, f"s{unit}",
                                                           keep=False))
 
-    def _sync_edges(self) -> None:
-        """Bring the final edges' lines in step with the state's final edges."""
-        track, edge_lines = self.track, self._edge_lines
-        low = min(track.changed_edges(), len(edge_lines))
+    def _sync_edges(self, low: int) -> None:
+        """Bring the final edges' lines in step with the state's final edges (``low``: unchanged)."""
+        edge_lines = self._edge_lines
+        low = min(low, len(edge_lines))
         del edge_lines[low:]
-        edge_lines.extend([f"  {na} -> {nb};" for na, nb in track.edges[low:]])
+        edge_lines.extend([f"  {na} -> {nb};" for na, nb in self.track.edges[low:]])
 
     def _let_go_of_decided(self) -> None:
         """Drop the cached lines of the steps decided since the last redraw: a unit's line is
-        kept with the units, a step in a collapsed run is not drawn."""
+        kept with the units (``_sync_units`` took it first), a step in a collapsed run is not
+        drawn."""
         track = self.track
         order, lines, final = track.order, self._lines, self._final
         for i in range(min(self._decided, track.d), track.d):
