@@ -238,7 +238,9 @@ class LiveGraph:
         kind = type(event)
         if kind is StepCompleted:  # the common events first (the same steps as below)
             if event.task_id == self._task_id:
-                self._set_slow(event.latency_s >= self.SLOW_STEP_S)
+                slow = event.latency_s >= self.SLOW_STEP_S
+                if slow is not self._slow:
+                    self._set_slow(slow)
                 if event.is_last:
                     self._redraw_when_streamed(event.step_id)
                 self._throttle.request()
