@@ -297,6 +297,7 @@ CALLED = [
         "run_with_intermediates", "reset_state", "update_state")),
     *(f"nbagent.AgentPanel.{m}" for m in ("release", "select", "stop")),
     "nbagent.Memory.put_messages", "nbagent.Memory.areset", "nbagent.Pricing.coerce", "nbagent.LLM.stream_chat_with_tools",
+    "nbagent.StepGraph.html", "nbagent.store.runner_from_dict",
 ]
 
 

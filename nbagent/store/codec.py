@@ -393,6 +393,20 @@ def runner_from_dict(
     ``DamagedRunWarning`` names it and the runner knows (``nbagent.store.damage``); ``skipped``
     lists tasks already found damaged (task id -> what). When no task is left, or the runner's
     own part is damaged, a ``DamagedRunError`` naming ``path``, ``run`` and the task is raised.
+
+    Example:
+
+    >>> from nbagent import ReActAgent, ReActAgentWorker, ScriptedLLM
+    >>> from nbagent.store import runner_from_dict, runner_to_dict
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+    >>> print(agent.chat("2 + 2?"))
+    4
+    >>> worker = ReActAgentWorker.from_tools([], llm=ScriptedLLM(["Answer: 6"]))
+    >>> again = runner_from_dict(runner_to_dict(agent), worker)  # a worker: it can run on
+    >>> print(again.chat("3 + 3?"))
+    6
+    >>> [m.content for m in again.chat_history]
+    ['2 + 2?', '4', '3 + 3?', '6']
     """
     from nbagent.costs import Pricing, register_runner
 

@@ -75,7 +75,18 @@ class _DotGraph:
         return None if self.renderer == "html" else svg_or_none(source)
 
     def html(self) -> str:
-        """A self-contained HTML card: the inline SVG, or the static view and the DOT source."""
+        """A self-contained HTML card: the inline SVG, or the static view and the DOT source.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+        >>> task = agent.create_task("2 + 2?")
+        >>> _ = agent.run_step(task)
+        >>> graph = agent.graph(task)
+        >>> graph.source.splitlines()[0], graph.html().startswith('<div class="nbagent nb-graph">')
+        ('digraph task {', True)
+        """
         source = self.source
         return self._html(source, self._svg_for_display(source))
 
