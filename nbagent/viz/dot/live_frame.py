@@ -70,11 +70,7 @@ class Frame:
         track = self.track
         order, d, e, n = track.order, track.d, track.e, len(track.order)
         name_of = self.name_of
-        if self.chain_of:
-            names = [name_of(order[i]) for i in range(e, n)]
-        else:  # after the decided steps, each step is its own node
-            names = [name_of(order[i]) for i in range(e, min(d, n))]
-            names.extend([f"s{i}" for i in range(max(e, d), n)])
+        names = [name_of(order[i]) if i < d or self.chain_of else f"s{i}" for i in range(e, n)]
         drawn = track.pairs
         seen: set[tuple[str, str]] = set()
         live: list[tuple[str, str]] = []
