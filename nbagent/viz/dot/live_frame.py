@@ -14,7 +14,7 @@ __all__ = ["Frame", "frame_of"]
 
 _DONE, _UNDONE = StepStatus.DONE, StepStatus.UNDONE
 _VALUE = {st: st.value for st in StepStatus}
-_ORDER_VALUES = [st.value for st in STATUS_ORDER]
+_NO_COUNTS = {st.value: 0 for st in STATUS_ORDER}
 _DONE_VALUE, _UNDONE_VALUE = _DONE.value, _UNDONE.value
 
 
@@ -55,7 +55,7 @@ class Frame:
 
     def status_counts(self) -> dict[str, int]:
         """How many steps are in each status, by status value (every status, in ``STATUS_ORDER``)."""
-        counts = dict.fromkeys(_ORDER_VALUES, 0)
+        counts = _NO_COUNTS.copy()
         for st in self.statuses.values():
             counts[_VALUE[st]] += 1
         counts[_DONE_VALUE] += self.track.done

@@ -349,7 +349,7 @@ class LiveDotState:
                 continue
             break
         if found:
-            live.extend(sorted(found))
+            live.extend(found if len(found) == 1 else sorted(found))
         outs: dict[int, list[int]] = {}
         ins: dict[int, list[int]] = {}
         for a, b in live:
