@@ -194,10 +194,12 @@ class LiveDot:
         # approval decisions change while a step waits; a streamed answer grows after the step
         cache = (step is None or APPROVAL_KEY not in step.step_state) and not streaming(out)
         found = (self._lines.get(sid) if keep else self._lines.pop(sid, None)) if cache else None
+        if found is not None and found[1] is not out:
+            found = None  # drawn for another output (or none): no need for its key
         key = None
         if found is not None or (cache and keep):
             key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
-            if found is not None and found[1] is out and found[0] == key:
+            if found is not None and found[0] == key:
                 return found[2]
         node = _step_node(state, number, sid, step, status, fails, undone_outs, self.opts["max_label"])
         node.name = name
