@@ -74,6 +74,19 @@ def build_venv(venv_dir: Path = VENV, requirements: Path = LITE / "requirements-
     return venv_dir
 
 
+def write_for_lite(source: Path, target: Path) -> None:
+    """Copy a notebook with every multi-line text as one string, not a list of lines.
+
+    nbformat writes a stored output's HTML or text as a list of lines, and a Jupyter server
+    joins them again when it serves the file; JupyterLite serves the file as it is, and its
+    front end shows such an output with a comma between lines (jupyterlite/jupyterlite#1105:
+    a tool card's JSON schema read ``,  "properties": {``)."""
+    import nbformat
+
+    nb = nbformat.read(source, as_version=4)  # (reading joins the lines)
+    target.write_text(nbformat.writes(nb, split_lines=False), encoding="utf-8")
+
+
 def stage(
     house: Wheelhouse,
     stage_dir: Path = STAGE,
@@ -98,7 +111,7 @@ def stage(
     files = stage_dir / "files"
     files.mkdir()
     for name in NOTEBOOKS:
-        shutil.copy2(notebooks / f"{name}.ipynb", files / f"{name}.ipynb")
+        write_for_lite(notebooks / f"{name}.ipynb", files / f"{name}.ipynb")
     for name in NOTEBOOK_DATA:
         shutil.copytree(notebooks / name, files / name)
     for extra in extra_files:

@@ -131,6 +131,10 @@ def test_the_site_holds_its_own_pyodide_and_exactly_nbagents_wheels(built: Path)
 def test_quick_start_first_step_in_the_browser_offline(lite: LitePage) -> None:
     lite.open_notebook("01_quickstart.ipynb")
     ready_s = lite.wait_kernel_idle(KERNEL_TIMEOUT_MS)
+    # a stored output as the file holds it: one text, not lines joined by commas (the site's
+    # copies hold each output in one piece: jupyterlite/jupyterlite#1105)
+    schema = lite.code_cell("tool = FunctionTool.from_defaults").locator("details pre").first.text_content() or ""
+    assert schema.startswith('{\n  "additionalProperties": false,\n') and "\n," not in schema, schema[:200]
 
     # the notebook's own cells, up to the agent and its task, from the Run menu (outputs
     # cleared first: the file holds those of the build, which must not pass for this run's)

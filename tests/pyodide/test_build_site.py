@@ -61,3 +61,28 @@ def test_the_site_has_the_notebooks_a_browser_can_run() -> None:
         assert (REPO / "notebooks" / f"{name}.ipynb").is_file(), name
     on_disk = {p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     assert on_disk - names == {"10_mcp_tools", "13_local_model", "14_tracing"}  # a new notebook must be sorted in
+
+
+def test_notebooks_go_to_the_site_with_each_text_in_one_piece(tmp_path: Path) -> None:
+    """JupyterLite shows an output stored as a list of lines with a comma between the lines
+    (jupyterlite/jupyterlite#1105); the site's copies hold each text as one string, and are
+    the same notebook."""
+    import nbformat
+
+    from lite.build_site import write_for_lite
+
+    source = REPO / "notebooks" / "01_quickstart.ipynb"
+    raw = json.loads(source.read_text(encoding="utf-8"))
+    assert any(isinstance(v, list) for c in raw["cells"] for o in c.get("outputs", []) for v in o.get("data", {}).values())
+    write_for_lite(source, tmp_path / "01.ipynb")
+    copied = json.loads((tmp_path / "01.ipynb").read_text(encoding="utf-8"))
+    lists = [
+        (i, key) for i, c in enumerate(copied["cells"])
+        for key, v in [("source", c["source"]), *((k, v) for o in c.get("outputs", []) for k, v in {**o.get("data", {}), "text": o.get("text", "")}.items())]
+        if isinstance(v, list)
+    ]
+    assert lists == []
+    assert nbformat.reads(json.dumps(copied), as_version=4) == nbformat.read(source, as_version=4)
+    schema = next(v for c in copied["cells"] for o in c.get("outputs", []) for k, v in o.get("data", {}).items()
+                  if k == "text/html" and "JSON schema" in v)
+    assert '{\n  &quot;additionalProperties&quot;' in schema
