@@ -169,3 +169,16 @@ def test_a_model_calls_event_holds_the_list_the_call_sent_not_another_copy() -> 
     [event] = calls
     assert [m.text for m in event.messages] == ["m0", "m1", "m2", "m3", "m4"]
     assert event.messages is llm.requests[0].messages  # the very list the model got
+
+
+def test_the_lazy_event_names_are_exactly_the_event_classes() -> None:
+    """``nbagent.events`` names the event classes without importing them (``_EVENT_TYPES``, so
+    ``import nbagent`` stays light); that list and ``event_types.__all__`` must not drift."""
+    import dataclasses
+
+    from nbagent import event_types, events
+
+    assert list(events._EVENT_TYPES) == list(event_types.__all__)
+    defined = {n for n, v in vars(event_types).items() if isinstance(v, type) and issubclass(v, event_types.Event)}
+    assert defined == set(event_types.__all__)
+    assert all(dataclasses.is_dataclass(getattr(events, n)) for n in events._EVENT_TYPES)
