@@ -51,7 +51,16 @@ def _remove_stale_temps(directory: Path, name: str) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file."""
+    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> from nbagent.store import atomic_write_text
+    >>> path = atomic_write_text(pathlib.Path(tempfile.mkdtemp()) / "notes.txt", "all or nothing")
+    >>> path.read_text()
+    'all or nothing'
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     directory = target.parent if str(target.parent) else Path(".")

@@ -154,7 +154,21 @@ views = ViewRegistry()  # the one registry: nbagent's views, and anyone's
 def register_view(target: Target, view: Provider, *, kind: str = "html") -> None:
     """Show objects of class ``target`` (a class or ``"package.module.Class"``) with ``view``
     (a callable taking the object, or ``"package.module:name"``). ``kind="html"`` is what
-    Jupyter shows; other kinds are what methods like ``Workflow.draw`` return."""
+    Jupyter shows; other kinds are what methods like ``Workflow.draw`` return.
+
+    Example:
+
+    >>> from nbagent import ScriptedLLM, register_view
+    >>> class QuizModel(ScriptedLLM):
+    ...     "A model for a class quiz, shown as one line in the notebook."
+    >>> register_view(QuizModel, lambda llm: f"<b>quiz model</b>, {len(llm.replies)} answers")
+    >>> QuizModel(["4", "Paris"])._repr_html_()
+    '<b>quiz model</b>, 2 answers'
+    >>> from nbagent.registry import views
+    >>> views.unregister(QuizModel)  # back to the view of ScriptedLLM
+    >>> QuizModel(["4"])._repr_html_().startswith('<div class="nbagent')
+    True
+    """
     views.register(target, view, kind=kind)
 
 

@@ -29,7 +29,14 @@ def in_browser() -> bool:
 
 def can_wait() -> bool:
     """Whether a sync call (``agent.run_step(task)``) can wait for what it awaits here: always
-    outside a browser; in one, only with WebAssembly stack switching (JSPI: Chromium)."""
+    outside a browser; in one, only with WebAssembly stack switching (JSPI: Chromium).
+
+    Example:
+
+    >>> from nbagent import runtime
+    >>> runtime.can_wait()  # outside a browser a sync call can always wait
+    True
+    """
     if not in_browser():
         return True
     try:
@@ -40,7 +47,14 @@ def can_wait() -> bool:
 
 
 def missing(*packages: str) -> list[str]:
-    """Those of ``packages`` that cannot be imported here (the browser site ships no pandas)."""
+    """Those of ``packages`` that cannot be imported here (the browser site ships no pandas).
+
+    Example:
+
+    >>> from nbagent import runtime
+    >>> runtime.missing("json", "no_such_package_here")
+    ['no_such_package_here']
+    """
     return [name for name in packages if importlib.util.find_spec(name) is None]
 
 

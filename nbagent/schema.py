@@ -576,7 +576,23 @@ class StreamingAgentChatResponse:
         self._token_callbacks.append(fn)
 
     def add_error_callback(self, fn: Callable[[BaseException], None]) -> None:
-        """Call ``fn(error)`` if the stream breaks before its end (at once if it already has)."""
+        """Call ``fn(error)`` if the stream breaks before its end (at once if it already has).
+
+        Example:
+
+        >>> from nbagent import StreamingAgentChatResponse
+        >>> def tokens():
+        ...     yield "Hello"
+        ...     raise ConnectionError("the server hung up")
+        >>> stream, errors = StreamingAgentChatResponse(tokens()), []
+        >>> stream.add_error_callback(errors.append)
+        >>> try:
+        ...     stream.get_response()
+        ... except ConnectionError:
+        ...     pass
+        >>> stream.response, errors
+        ('Hello', [ConnectionError('the server hung up')])
+        """
         if self.error is not None:
             fn(self.error)
         elif not self.is_done:
@@ -681,7 +697,19 @@ class StreamingAgentChatResponse:
 
     async def aget_response(self) -> AgentChatResponse:
         """Read the rest of the stream, then give the whole answer as a plain
-        ``AgentChatResponse`` (its text, sources and typed answer)."""
+        ``AgentChatResponse`` (its text, sources and typed answer).
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: Hello there."]))
+        >>> async def ask():
+        ...     stream = await agent.astream_chat("Hi")
+        ...     return (await stream.aget_response()).response
+        >>> asyncio.run(ask())
+        'Hello there.'
+        """
         async for _ in self.async_response_gen():
             pass
         return AgentChatResponse(

@@ -254,7 +254,17 @@ class Memory(ChatMemoryBuffer):
     # -- the reference's async interface --------------------------------------------------
 
     async def aput(self, message: ChatMessage) -> None:
-        """``put`` for code written against the reference's async interface (nothing waits)."""
+        """``put`` for code written against the reference's async interface (nothing waits).
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> asyncio.run(memory.aput(ChatMessage(role="user", content="hi")))
+        >>> [m.content for m in memory.get()]
+        ['hi']
+        """
         self.put(message)
 
     async def aput_messages(self, messages: Iterable[ChatMessage]) -> None:
@@ -274,16 +284,47 @@ class Memory(ChatMemoryBuffer):
         self.put_messages(messages)
 
     async def aset(self, messages: Iterable[ChatMessage]) -> None:
-        """``set``, awaitable as on the reference."""
+        """``set``, awaitable as on the reference.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> memory.put(ChatMessage(role="user", content="forget me"))
+        >>> asyncio.run(memory.aset([ChatMessage(role="user", content="hi")]))  # the whole history, replaced
+        >>> [m.content for m in memory.get_all()]
+        ['hi']
+        """
         self.set(messages)
 
     async def aget(self, input: str | None = None, **block_kwargs: Any) -> list[ChatMessage]:
         """``get``, awaitable as on the reference (``block_kwargs``, the reference's options
-        for memory blocks, are accepted and change nothing: there are no blocks)."""
+        for memory blocks, are accepted and change nothing: there are no blocks).
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> memory.put(ChatMessage(role="user", content="hi"))
+        >>> [m.content for m in asyncio.run(memory.aget())]
+        ['hi']
+        """
         return self.get(input, **block_kwargs)
 
     async def aget_all(self, status: Any = None) -> list[ChatMessage]:
-        """``get_all``, awaitable as on the reference."""
+        """``get_all``, awaitable as on the reference.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=30, chat_history_token_ratio=0.5, token_flush_size=10)
+        >>> memory.put_messages([ChatMessage(role="user", content="word " * 20), ChatMessage(role="user", content="hi")])
+        >>> len(asyncio.run(memory.aget_all())), len(asyncio.run(memory.aget_all("archived")))
+        (2, 1)
+        """
         return self.get_all(status)
 
     async def areset(self, status: Any = None) -> None:
@@ -306,7 +347,14 @@ class Memory(ChatMemoryBuffer):
 
     def settings(self) -> dict[str, Any]:
         """What the constructor took besides the limit, the history and the tokenizer: what a
-        saved run keeps to build the same memory again."""
+        saved run keeps to build the same memory again.
+
+        Example:
+
+        >>> from nbagent import Memory
+        >>> Memory.from_defaults(session_id="demo", token_limit=1000).settings()["session_id"]
+        'demo'
+        """
         return {
             "session_id": self.session_id,
             "chat_history_token_ratio": self.chat_history_token_ratio,
@@ -323,7 +371,19 @@ class Memory(ChatMemoryBuffer):
         return messages, counts, n, self._archived
 
     def restore(self, snap: SessionSnapshot) -> None:  # type: ignore[override]
-        """Go back to a ``snapshot`` (undo): the messages and where the active ones start."""
+        """Go back to a ``snapshot`` (undo): the messages and where the active ones start.
+
+        Example:
+
+        >>> from nbagent import ChatMessage, Memory
+        >>> memory = Memory.from_defaults(session_id="demo", token_limit=1000)
+        >>> memory.put(ChatMessage(role="user", content="hi"))
+        >>> before = memory.snapshot()
+        >>> memory.put(ChatMessage(role="user", content="a message to take back"))
+        >>> memory.restore(before)
+        >>> [m.content for m in memory.get_all()]
+        ['hi']
+        """
         messages, counts, n, archived = snap
         super().restore((messages, counts, n))
         self._archived = archived

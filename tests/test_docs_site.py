@@ -298,6 +298,21 @@ CALLED = [
     *(f"nbagent.AgentPanel.{m}" for m in ("release", "select", "stop")),
     "nbagent.Memory.put_messages", "nbagent.Memory.areset", "nbagent.Pricing.coerce", "nbagent.LLM.stream_chat_with_tools",
     "nbagent.StepGraph.html", "nbagent.store.runner_from_dict",
+    "nbagent.AgentRunner.adopt_task", "nbagent.register_view", "nbagent.StepGraph.svg", "nbagent.StepGraph.pipe",
+    *(f"nbagent.Memory.{m}" for m in ("aput", "aset", "aget", "aget_all", "settings", "restore")),
+    "nbagent.StreamingAgentChatResponse.aget_response", "nbagent.StreamingAgentChatResponse.add_error_callback",
+    "nbagent.LLM.astream_chat_with_tools", "nbagent.runtime.can_wait", "nbagent.runtime.missing",
+    *(f"nbagent.store.{f}" for f in ("parse_run_text", "check_header", "skipped_tasks", "atomic_write_text")),
+    # cells of the how-tos: MCP resources and prompts, the panel's Edit and Skip, pipelines with several roots
+    "nbagent.BasicMCPClient.read_resource", "nbagent.BasicMCPClient.get_prompt", "nbagent.BasicMCPClient.aclose",
+    "nbagent.McpToolSpec.fetch_resources", "nbagent.McpToolSpec.fetch_tools", "nbagent.AgentPanel.edit",
+    "nbagent.AgentPanel.skip", "nbagent.LiveGraph.redraw", "nbagent.PromptTemplate.as_query_component",
+    *(f"nbagent.query_pipeline.QueryPipeline.{m}" for m in (
+        "run_multi", "arun_multi", "run_multi_with_intermediates", "arun_multi_with_intermediates", "arun_with_intermediates")),
+    "nbagent.query_pipeline.QueryComponent.partial", "nbagent.query_pipeline.QueryComponent.run_component",
+    # the hooks the runner calls, defined and called in the how-tos (write a worker, run a workflow)
+    *(f"nbagent.BaseAgentWorker.{m}" for m in ("initialize_step", "finalize_task", "prompt_preview")),
+    *(f"nbagent.workflow.BaseWorkflowAgent.{m}" for m in ("take_step", "handle_tool_call_results", "finalize")),
 ]
 
 

@@ -268,7 +268,19 @@ class TaskHolder(BaseAgent):
     def adopt_task(self, state: TaskState) -> TaskState:
         """Make a task that another runner holds (a loaded run, a batch record) a task of this
         one, as it is: it can be opened, drawn, costed and saved like the others. A task of
-        this runner with the same id is replaced; listeners hear ``TaskCreated``."""
+        this runner with the same id is replaced; listeners hear ``TaskCreated``.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> first = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+        >>> task = first.create_task("2 + 2?")
+        >>> _ = first.run_step(task)
+        >>> second = ReActAgent.from_tools([], llm=ScriptedLLM([]))
+        >>> state = second.adopt_task(first.state_of(task))  # now second can draw, cost and save it
+        >>> second.get_task(task.task_id).input, len(second.get_completed_steps(task.task_id))
+        ('2 + 2?', 1)
+        """
         if not isinstance(state, TaskState):
             raise TypeError(f"adopt_task takes a TaskState (runner.state_of(task)), got {type(state).__name__}")
         state.task._runner = self

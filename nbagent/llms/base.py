@@ -351,7 +351,22 @@ class LLM(ABC):
         tool_required: bool = False,
         **kwargs: Any,
     ) -> ChatStream:
-        """``achat_with_tools`` streamed; awaitable and async-iterable like ``astream_chat``."""
+        """``achat_with_tools`` streamed; awaitable and async-iterable like ``astream_chat``.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FunctionTool, ScriptedLLM
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> llm = ScriptedLLM(["Hello there."])
+        >>> async def deltas():
+        ...     stream = await llm.astream_chat_with_tools([FunctionTool.from_defaults(add)], user_msg="Hi")
+        ...     return [chunk.delta async for chunk in stream]
+        >>> asyncio.run(deltas())
+        ['Hello ', 'there.']
+        """
         messages, choice = self._tool_request(tools, user_msg, chat_history, tool_required, kwargs)
         chunks = self._stream_chat(messages, tools, choice, **kwargs)
         return ChatStream(chunks if allow_parallel_tool_calls else _first_calls_only(chunks))

@@ -352,7 +352,20 @@ class SavedWorker(BaseAgentWorker):
 
 
 def check_header(doc: Any, source: str) -> dict[str, Any]:
-    """The run document's format, version and its two parts, checked (``source``: its file)."""
+    """The run document's format, version and its two parts, checked (``source``: its file).
+
+    Example:
+
+    >>> from nbagent import ReActAgent, ScriptedLLM
+    >>> from nbagent.store import check_header, runner_to_dict
+    >>> doc = runner_to_dict(ReActAgent.from_tools([], llm=ScriptedLLM([])))
+    >>> check_header(doc, "run.json")["version"] == doc["version"]
+    True
+    >>> check_header({"format": "something else"}, "notes.json")
+    Traceback (most recent call last):
+    ...
+    nbagent...DamagedRunError: notes.json: ...not an nbagent run file...
+    """
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DamagedRunError(source, f"not an nbagent run file (no \"format\": {FORMAT!r}); damaged, or another file")
     version = doc.get("version")

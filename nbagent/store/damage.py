@@ -108,7 +108,25 @@ def mark_skipped(runner: AgentRunner, source: Any, run: str | None, skipped: dic
 
 
 def skipped_tasks(runner: AgentRunner) -> dict[str, str]:
-    """The tasks the load that built ``runner`` skipped as damaged: task id -> what was damaged."""
+    """The tasks the load that built ``runner`` skipped as damaged: task id -> what was damaged.
+
+    Example:
+
+    >>> import json, pathlib, tempfile, warnings
+    >>> from nbagent import ReActAgent, ScriptedLLM
+    >>> from nbagent.store import load_runner, save_runner, skipped_tasks
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4", "Answer: 6"]))
+    >>> _ = agent.chat("2 + 2?"); _ = agent.chat("3 + 3?")
+    >>> path = save_runner(agent, pathlib.Path(tempfile.mkdtemp()) / "run.json")
+    >>> doc = json.loads(path.read_text())
+    >>> doc["tasks"][1]["steps"] = "damaged"
+    >>> _ = path.write_text(json.dumps(doc))
+    >>> with warnings.catch_warnings():  # load_runner warns that it skipped a task; quiet here
+    ...     warnings.simplefilter("ignore")
+    ...     loaded = load_runner(path)
+    >>> list(skipped_tasks(loaded).values()), len(loaded.list_tasks())
+    (['steps should be list, got str'], 1)
+    """
     found = runner._services.get(SkippedTasks)
     return {} if found is None else dict(found.tasks)
 

@@ -52,7 +52,23 @@ def read_run_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def parse_run_text(text: str, source: str = "run data") -> dict[str, Any]:
-    """Parse a run file's text and check its format and version."""
+    """Parse a run file's text and check its format and version.
+
+    Example:
+
+    >>> import json
+    >>> from nbagent import ReActAgent, ScriptedLLM
+    >>> from nbagent.store import parse_run_text, runner_to_dict
+    >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+    >>> _ = agent.chat("2 + 2?")
+    >>> text = json.dumps(runner_to_dict(agent))  # what a run file holds
+    >>> parse_run_text(text)["format"]
+    'nbagent-run'
+    >>> parse_run_text(text[:40], source="cut.json")
+    Traceback (most recent call last):
+    ...
+    nbagent...DamagedRunError: cut.json: ...
+    """
     if not text.strip():
         raise DamagedRunError(source, "the file is empty (an interrupted write from another tool?)")
     try:

@@ -64,11 +64,37 @@ class _DotGraph:
         raise NotImplementedError
 
     def pipe(self, format: str = "svg") -> bytes:
-        """Render with the ``dot`` program (``GraphvizNotFoundError`` when it is missing)."""
+        """Render with the ``dot`` program (``GraphvizNotFoundError`` when it is missing).
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> from nbagent.viz import GraphvizNotFoundError
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+        >>> task = agent.create_task("2 + 2?")
+        >>> _ = agent.run_step(task)
+        >>> try:
+        ...     png = agent.graph(task).pipe("png")  # bytes, to save or send
+        ... except GraphvizNotFoundError:  # no dot program here
+        ...     png = None
+        >>> png is None or png[1:4] == b"PNG"
+        True
+        """
         return pipe_dot(self.source, format)
 
     def svg(self) -> str | None:
-        """The SVG text, or None when ``dot`` is missing."""
+        """The SVG text, or None when ``dot`` is missing.
+
+        Example:
+
+        >>> from nbagent import ReActAgent, ScriptedLLM
+        >>> agent = ReActAgent.from_tools([], llm=ScriptedLLM(["Answer: 4"]))
+        >>> task = agent.create_task("2 + 2?")
+        >>> _ = agent.run_step(task)
+        >>> svg = agent.graph(task).svg()  # None where Graphviz's dot is not installed
+        >>> svg is None or svg.lstrip().startswith(("<?xml", "<svg"))
+        True
+        """
         return render_svg(self.source)
 
     def _svg_for_display(self, source: str) -> str | None:
