@@ -109,7 +109,8 @@ class EventDispatcher:
     def __init__(self) -> None:
         # (listener, the types it hears or None for every change, the types it never hears)
         self._listeners: list[tuple[Listener, tuple[type[Event], ...] | None, tuple[type[Event], ...]]] = []
-        self._wanted: dict[type[Event], bool] = {}  # event type -> wanted; cleared on any change
+        # event type -> the listeners that hear it, in the order they subscribed; cleared on any change
+        self._wanted: dict[type[Event], tuple[Listener, ...]] = {}
 
     def subscribe(
         self,
@@ -146,28 +147,27 @@ class EventDispatcher:
 
     def wants(self, event_type: type[Event]) -> bool:
         """Whether a listener would hear an event of ``event_type`` (build one only then)."""
-        table = self._wanted  # a (un)subscribe meanwhile replaces it: no stale answer is kept
-        wanted = table.get(event_type)
-        if wanted is None:
-            named_only = event_type.named_only
-            wanted = table[event_type] = any(
-                (issubclass(event_type, t) if t is not None else not named_only) and not issubclass(event_type, ig)
-                for _, t, ig in self._listeners
-            )
-        return wanted
+        heard = self._wanted.get(event_type)  # a (un)subscribe meanwhile replaces the table
+        if heard is None:
+            heard = self._hearing(event_type)
+        return True if heard else False
+
+    def _hearing(self, event_type: type[Event]) -> tuple[Listener, ...]:
+        """The listeners an event of ``event_type`` goes to, worked out once per type."""
+        table = self._wanted
+        named_only = event_type.named_only
+        heard = table[event_type] = tuple(
+            fn
+            for fn, t, ig in self._listeners
+            if (issubclass(event_type, t) if t is not None else not named_only) and not issubclass(event_type, ig)
+        )
+        return heard
 
     def emit(self, event: Event) -> None:
         """Call every listener of the event's type, in the order they subscribed (an
         observation only those that named its type)."""
-        named_only = event.named_only
-        for fn, types, ignore in list(self._listeners):
-            if types is None:
-                if named_only:
-                    continue
-            elif not isinstance(event, types):
-                continue
-            if ignore and isinstance(event, ignore):
-                continue
+        heard = self._wanted.get(type(event))
+        for fn in self._hearing(type(event)) if heard is None else heard:
             try:
                 fn(event)
             except Exception:  # a broken view must not break the agent

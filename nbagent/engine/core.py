@@ -232,16 +232,10 @@ class StepCore(TaskHolder):
         state.running.discard(picked.step_id)
         state.streaming = None
         if self.events.wants(ev.StepCompleted):  # services (costs, store) hear it in the order they subscribed
-            self.events.emit(
-                ev.StepCompleted(
-                    state.task_id,
-                    step_id=picked.step_id,
-                    is_last=output.is_last,
-                    next_step_ids=tuple([s.step_id for s in output.next_steps]),
-                    latency_s=latency,
-                    usage=output.usage,
-                )
-            )
+            # (task_id, step_id, is_last, next_step_ids, latency_s) by position: keywords cost more
+            done = (state.task_id, picked.step_id, output.is_last, tuple([s.step_id for s in output.next_steps]), latency)
+            usage = output.usage
+            self.events.emit(ev.StepCompleted(*done) if usage is None else ev.StepCompleted(*done, usage=usage))
         txn.release(self, state, att.claim)  # the last change: the task is free again
 
     # ----- stepping (reference API) ------------------------------------------------------
