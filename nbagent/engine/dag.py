@@ -220,8 +220,10 @@ class Drive:
         state = self.state
         done = state.outputs
         linked = step.next_steps
-        candidates: list[tuple[TaskStep, bool]] = [(s, True) for s in list(linked.values())]
-        candidates.extend((s, False) for s in output.next_steps if s.step_id not in linked)
+        candidates: list[tuple[TaskStep, bool]] = [(s, True) for s in linked.values()]
+        returned = output.next_steps
+        if returned:  # (a branch usually returns none: its join is linked already)
+            candidates.extend([(s, False) for s in returned if s.step_id not in linked])
         for nxt, counted in candidates:
             sid = nxt.step_id
             if sid in self.claimed or sid in done or sid in state.running or sid in state.undone_ids:

@@ -167,8 +167,7 @@ class ParallelStepEngine(StepEngine):
                     return s
             check_approvals(state)
             raise TaskStateError(nothing_ready(state))
-        i = _index_of(queue, step)
-        if i < 0:
+        if not (queue and queue[0] is step) and _index_of(queue, step) < 0:  # (first: the usual case)
             found = next((s for s in queue if s.step_id == step.step_id), None)
             if found is None:
                 sid = step.step_id
@@ -214,11 +213,12 @@ class ParallelStepEngine(StepEngine):
         if input is not None:
             step.input = input
         queue = state.step_queue
-        i = _index_of(queue, step)
-        if i == 0:
+        if queue and queue[0] is step:  # the usual case: ready steps start in queue order
             queue.popleft()
-        elif i > 0:
-            del queue[i]
+        else:
+            i = _index_of(queue, step)
+            if i > 0:
+                del queue[i]
 
     def _claim_token(self) -> txn.Claim:
         """Steps of one task run together on one event loop, sharing its claim; a call from

@@ -270,19 +270,18 @@ class TaskState:
         step_state = step.step_state
         if not step_state or step_state is extra:
             step_snap: Any = _NO_STATE
-        elif _same_items(step_state, extra):
+        elif extra and _same_items(step_state, extra):
             step_snap = extra_snap  # merged into extra_state (CustomSimpleAgentWorker): one serves both
         else:
             step_snap = snapshot_dict(step_state, memo)
-        return (kind or StepSnapshot)(
-            step_id=step.step_id,
-            step_input=step.input,
-            queue=None
-            if len(self.step_queue) == 1 and self.step_queue[0] is step
-            else tuple(self.step_queue),
-            extra_state=extra_snap,
-            step_state=step_snap,
-            scratch=self.task.scratch_memory.snapshot(),
+        queue = self.step_queue
+        return (kind or StepSnapshot)(  # its fields by position (step_id, step_input, queue, ...): keywords cost more
+            step.step_id,
+            step.input,
+            None if len(queue) == 1 and queue[0] is step else tuple(queue),
+            extra_snap,
+            step_snap,
+            self.task.scratch_memory.snapshot(),
         )
 
     def restore(self, snap: StepSnapshot) -> None:
