@@ -186,7 +186,7 @@ class Drive:
         """Run one step, then do its bookkeeping in this same task. An error is the call's
         to raise (kept in ``errors``); an interrupt or a cancellation also ends the task."""
         try:
-            output = await self.runner._astep(self.state.task_id, step, input=input, mode=self.mode, **kwargs)
+            output = await self.runner._astep(self.state.task_id, step, input, self.mode, **kwargs)
         except Exception as error:
             self._ended(index, step, None, error)
             return
@@ -224,13 +224,17 @@ class Drive:
         returned = output.next_steps
         if returned:  # (a branch usually returns none: its join is linked already)
             candidates.extend([(s, False) for s in returned if s.step_id not in linked])
+        claimed, running, undone, waiting = self.claimed, state.running, state.undone_ids, self.waiting
         for nxt, counted in candidates:
             sid = nxt.step_id
-            if sid in self.claimed or sid in done or sid in state.running or sid in state.undone_ids:
+            if sid in claimed or sid in done or sid in running or sid in undone:
                 continue
-            left = self.waiting.get(sid)
+            left = waiting.get(sid)
             if left is None or not counted:
-                left = sum(1 for p in nxt.prev_steps if p not in done)
+                left = 0
+                for p in nxt.prev_steps:  # (a loop: a fan-out's every branch counts its one parent)
+                    if p not in done:
+                        left += 1
             else:
                 left -= 1
             if left <= 0 and not state.is_step_ready(nxt):  # links changed meanwhile: recount
@@ -238,10 +242,10 @@ class Drive:
                 if left <= 0:  # its tool calls await approval: it waits for a decision
                     continue
             if left > 0:
-                self.waiting[sid] = left
+                waiting[sid] = left
                 continue
-            self.waiting.pop(sid, None)
-            self.claimed.add(sid)
+            waiting.pop(sid, None)
+            claimed.add(sid)
             self.ready.append((nxt, None, self.later_kwargs))
 
     def _rescan(self) -> None:

@@ -275,7 +275,8 @@ class ParallelStepEngine(StepEngine):
             done.append(output)
         state.outputs[step.step_id] = output
         for nxt in fresh:
-            state.settle(nxt)
+            if not nxt.is_ready:  # (the usual new step is ready: nothing to settle)
+                state.settle(nxt)
         if state.keep_history:
             if isinstance(snap, BranchSnapshot):
                 snap.ended = next(clock)

@@ -77,7 +77,7 @@ def claims(runner: Any) -> dict[str, Claim]:
 
 def claim(runner: Any, state: TaskState, token: Claim) -> bool:
     """Take the task for ``token`` (atomic); False if another caller holds it."""
-    table = claims(runner)
+    table: dict[str, Claim] = runner._claims  # (claims(runner), without the call: every step asks)
     owner = table.setdefault(state.task_id, token)
     if owner is token:
         return True
@@ -91,7 +91,7 @@ def claim(runner: Any, state: TaskState, token: Claim) -> bool:
 
 def release(runner: Any, state: TaskState, token: Claim) -> None:
     """Let the task go, if ``token`` holds it (a parallel run's: once no step runs)."""
-    table = claims(runner)
+    table: dict[str, Claim] = runner._claims
     if table.get(state.task_id) is token and not (token.loop is not None and state.running):
         table.pop(state.task_id, None)
 
