@@ -136,6 +136,8 @@ class StepAttempt:
 
 
 def mark_commit(state: TaskState, step: TaskStep, output: TaskStepOutput) -> CommitMark:
+    if not output.next_steps:  # (a branch that ends without next steps: nothing to look up)
+        return CommitMark(len(state.completed_steps), ())
     sid = step.step_id
     steps, queue, undone = state.steps, state.step_queue, state.undone_ids
     linked = step.next_steps
