@@ -136,7 +136,20 @@ class EventDispatcher:
         return lambda: self.unsubscribe(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
-        """Stop calling ``listener`` (every subscription of it); unknown listeners are ignored."""
+        """Stop calling ``listener`` (every subscription of it); unknown listeners are ignored.
+
+        Example:
+
+        >>> from nbagent import EventDispatcher
+        >>> from nbagent.events import TaskCreated
+        >>> events, heard = EventDispatcher(), []
+        >>> listener = heard.append
+        >>> _ = events.subscribe(listener)
+        >>> events.unsubscribe(listener)
+        >>> events.emit(TaskCreated("t1", input="hi"))
+        >>> heard, events.active
+        ([], False)
+        """
         self._listeners = [entry for entry in self._listeners if entry[0] is not listener]
         self._wanted = {}
 
@@ -146,7 +159,17 @@ class EventDispatcher:
         return bool(self._listeners)
 
     def wants(self, event_type: type[Event]) -> bool:
-        """Whether a listener would hear an event of ``event_type`` (build one only then)."""
+        """Whether a listener would hear an event of ``event_type`` (build one only then).
+
+        Example:
+
+        >>> from nbagent import EventDispatcher
+        >>> from nbagent.events import StepStarted, TaskCreated
+        >>> events = EventDispatcher()
+        >>> _ = events.subscribe(print, TaskCreated)
+        >>> events.wants(TaskCreated), events.wants(StepStarted)  # build a StepStarted only if someone listens
+        (True, False)
+        """
         heard = self._wanted.get(event_type)  # a (un)subscribe meanwhile replaces the table
         if heard is None:
             heard = self._hearing(event_type)
@@ -165,7 +188,18 @@ class EventDispatcher:
 
     def emit(self, event: Event) -> None:
         """Call every listener of the event's type, in the order they subscribed (an
-        observation only those that named its type)."""
+        observation only those that named its type).
+
+        Example:
+
+        >>> from nbagent import EventDispatcher
+        >>> from nbagent.events import TaskCreated
+        >>> events, heard = EventDispatcher(), []
+        >>> _ = events.subscribe(heard.append, TaskCreated)
+        >>> events.emit(TaskCreated("t1", input="hi"))
+        >>> [e.task_id for e in heard]
+        ['t1']
+        """
         heard = self._wanted.get(type(event))
         for fn in self._hearing(type(event)) if heard is None else heard:
             try:

@@ -81,7 +81,17 @@ class ImageDocument(BaseModel):
         return bool(self.image_url and self.image_url.startswith(_REMOTE))
 
     def data(self) -> bytes | None:
-        """The image's bytes (None for a remote URL). Reads a local file each time."""
+        """The image's bytes (None for a remote URL). Reads a local file each time.
+
+        Example:
+
+        >>> import base64
+        >>> from nbagent import ImageDocument
+        >>> PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+        >>> doc = ImageDocument(image=base64.b64encode(PNG).decode())
+        >>> doc.data() == PNG, ImageDocument(image_url="https://example.org/cat.png").data()  # a remote image is never fetched
+        (True, None)
+        """
         if self.image is not None:
             return base64.b64decode(self.image)
         if self.image_path is not None:
@@ -95,7 +105,18 @@ class ImageDocument(BaseModel):
         return base64.b64decode(m.group(2)) if m else None
 
     def mimetype(self, data: bytes | None = None) -> str:
-        """The declared type, else sniffed from the bytes, else guessed from the file name."""
+        """The declared type, else sniffed from the bytes, else guessed from the file name.
+
+        Example:
+
+        >>> import base64
+        >>> from nbagent import ImageDocument
+        >>> PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+        >>> ImageDocument(image=base64.b64encode(PNG).decode()).mimetype()  # sniffed from the bytes
+        'image/png'
+        >>> ImageDocument(image_url="https://example.org/cat.jpg").mimetype()  # guessed from the name
+        'image/jpeg'
+        """
         if self.image_mimetype:
             return self.image_mimetype
         m = _DATA_URL_RE.match(self.image_url or "")
@@ -116,7 +137,18 @@ class ImageDocument(BaseModel):
         )
 
     def url(self) -> str:
-        """What a vision model is sent: the http(s) URL as is, else a base64 data URL."""
+        """What a vision model is sent: the http(s) URL as is, else a base64 data URL.
+
+        Example:
+
+        >>> import base64
+        >>> from nbagent import ImageDocument
+        >>> PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+        >>> ImageDocument(image=base64.b64encode(PNG).decode()).url()[:30]
+        'data:image/png;base64,iVBORw0K'
+        >>> ImageDocument(image_url="https://example.org/cat.png").url()  # sent as it is
+        'https://example.org/cat.png'
+        """
         if self.is_remote:
             return self.image_url  # type: ignore[return-value]
         if self.image_url:  # already a data URL
@@ -126,7 +158,14 @@ class ImageDocument(BaseModel):
         return f"data:{self.mimetype(data)};base64,{base64.b64encode(data).decode('ascii')}"
 
     def describe(self) -> str:
-        """A short name for messages and captions (never the image data)."""
+        """A short name for messages and captions (never the image data).
+
+        Example:
+
+        >>> from nbagent import ImageDocument
+        >>> ImageDocument(image_path="photos/cat.png").describe(), ImageDocument(image="iVBORw0K").describe()
+        ('photos/cat.png', 'inline image')
+        """
         if self.image_path:
             return self.image_path
         if self.is_remote:

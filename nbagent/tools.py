@@ -114,7 +114,17 @@ class ToolMetadata(BaseModel):
     requires_approval: bool = False  # a person approves each call first (nbagent.approval)
 
     def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the arguments."""
+        """The JSON schema of the arguments.
+
+        Example:
+
+        >>> from nbagent import FunctionTool
+        >>> def add(a: int, b: int = 0) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> FunctionTool.from_defaults(add).metadata.parameters()
+        {'additionalProperties': False, 'properties': {'a': {'type': 'integer'}, 'b': {'default': 0, 'type': 'integer'}}, 'required': ['a'], 'type': 'object'}
+        """
         if self.fn_schema is None:
             return {"type": "object", "properties": {}}
         schema = self.fn_schema.model_json_schema()

@@ -105,7 +105,17 @@ class AgentStreamStructuredOutput(Event):
     output: Any = Field(description="The typed answer's fields (a dict), or what structured_output_fn returned.")
 
     def get_pydantic_model(self, model: type[M]) -> M | None:
-        """``output`` as ``model`` (validated); None when there is no output."""
+        """``output`` as ``model`` (validated); None when there is no output.
+
+        Example:
+
+        >>> from pydantic import BaseModel
+        >>> from nbagent.workflow import AgentStreamStructuredOutput
+        >>> class City(BaseModel):
+        ...     name: str
+        >>> AgentStreamStructuredOutput(output={"name": "Oslo"}).get_pydantic_model(City)
+        City(name='Oslo')
+        """
         if self.output is None:
             return None
         return model.model_validate(self.output)
