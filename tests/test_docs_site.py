@@ -313,6 +313,20 @@ CALLED = [
     # the hooks the runner calls, defined and called in the how-tos (write a worker, run a workflow)
     *(f"nbagent.BaseAgentWorker.{m}" for m in ("initialize_step", "finalize_task", "prompt_preview")),
     *(f"nbagent.workflow.BaseWorkflowAgent.{m}" for m in ("take_step", "handle_tool_call_results", "finalize")),
+    "nbagent.StructuredPlannerAgent.acreate_plan", "nbagent.StructuredPlannerAgent.arefine_plan",
+    *(f"nbagent.PlannerAgentState.{m}" for m in ("add_completed_sub_task", "get_next_sub_tasks", "get_remaining_subtasks")),
+    *(f"nbagent.workflow.WorkflowCheckpointer.{m}" for m in ("enable_checkpoint", "disable_checkpoint", "filter_checkpoints")),
+    "nbagent.workflow.Checkpoint.context", "nbagent.query_pipeline.InputKeys.from_keys",
+    "nbagent.query_pipeline.OutputKeys.from_keys", "nbagent.query_pipeline.get_parameters",
+    "nbagent.query_pipeline.QueryComponent.arun_component", "nbagent.query_pipeline.QueryComponent.validate_component_inputs",
+    *(f"nbagent.ImageDocument.{m}" for m in ("data", "mimetype", "url", "describe")),
+    *(f"nbagent.EventDispatcher.{m}" for m in ("emit", "wants", "unsubscribe")),
+    "nbagent.ToolMetadata.parameters", "nbagent.workflow.AgentStreamStructuredOutput.get_pydantic_model",
+    *(f"nbagent.store.RunStore.{m}" for m in ("attach", "save_task", "checksums_everywhere")),
+    "nbagent.AgentWorkflow.from_tools_or_functions", "nbagent.FunctionCallingAgentWorker.aget_tools",
+    "nbagent.workflow.BaseWorkflowAgent.retrieve_tools", "nbagent.workflow.BaseWorkflowAgent.describe",
+    "nbagent.workflow.ReActAgent.system_message", "nbagent.PlannerAgentWorker.system_message",
+    "nbagent.McpTool.argument_problems", "nbagent.McpTool.ainvoke", "nbagent.mcp.close_tool_sessions",
 ]
 
 

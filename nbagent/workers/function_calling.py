@@ -177,7 +177,19 @@ class FunctionCallingAgentWorker(ToolCallSteps, TypedAnswerSteps, BaseAgentWorke
 
     # ----- tools -------------------------------------------------------------------------
     async def aget_tools(self, input: str) -> list[FunctionTool]:
-        """The tools offered for ``input``: the fixed list, or what the retriever returns."""
+        """The tools offered for ``input``: the fixed list, or what the retriever returns.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FunctionCallingAgentWorker, ScriptedLLM
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> worker = FunctionCallingAgentWorker.from_tools([add], llm=ScriptedLLM([]))
+        >>> [tool.metadata.name for tool in asyncio.run(worker.aget_tools("1 + 2?"))]
+        ['add']
+        """
         retriever = self.tool_retriever
         if retriever is None:
             return list(self.tools)

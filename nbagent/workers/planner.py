@@ -196,7 +196,19 @@ class PlannerAgentWorker(BaseAgentWorker):
         return self.system_message().text
 
     def system_message(self) -> ChatMessage:
-        """The planner's system prompt: the tools and the plan format (rendered once)."""
+        """The planner's system prompt: the tools and the plan format (rendered once).
+
+        Example:
+
+        >>> from nbagent import PlannerAgentWorker, ScriptedLLM
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> worker = PlannerAgentWorker.from_tools([add], llm=ScriptedLLM([]))
+        >>> message = worker.system_message()
+        >>> message.role.value, "add" in message.content
+        ('system', True)
+        """
         if self._system is None:
             context = f"\n## Context\n\n{self.context.strip()}\n" if self.context and self.context.strip() else ""
             names = ", ".join(t.name for t in self.tools) or "(none)"

@@ -199,7 +199,23 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
         return None if v is None else list(v)
 
     async def retrieve_tools(self, input: str) -> list[FunctionTool]:
-        """The tools the retriever picks for ``input`` (none without a retriever)."""
+        """The tools the retriever picks for ``input`` (none without a retriever).
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import FunctionTool, ScriptedLLM
+        >>> from nbagent.workflow import FunctionAgent
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> class Picker:  # a retriever: picks the tools for an input
+        ...     def retrieve(self, input):
+        ...         return [FunctionTool.from_defaults(add)] if "+" in input else []
+        >>> agent = FunctionAgent(name="calc", description="Adds.", tool_retriever=Picker(), llm=ScriptedLLM([]))
+        >>> [t.name for t in asyncio.run(agent.retrieve_tools("1 + 2?"))], asyncio.run(agent.retrieve_tools("hello"))
+        (['add'], [])
+        """
         retriever = self.tool_retriever
         if retriever is None:
             return []
@@ -296,7 +312,19 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     # ----- display ------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """The agent as plain data: kind, name, description, model, tools, handoffs and
-        system prompt (what its card shows; the same keys as a worker's ``describe()``)."""
+        system prompt (what its card shows; the same keys as a worker's ``describe()``).
+
+        Example:
+
+        >>> from nbagent import ScriptedLLM
+        >>> from nbagent.workflow import FunctionAgent
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> info = FunctionAgent(name="calc", description="Adds numbers.", tools=[add], llm=ScriptedLLM([])).describe()
+        >>> info["kind"], info["name"], info["tools"]
+        ('FunctionAgent', 'calc', ['add'])
+        """
         return {
             "kind": type(self).__name__,
             "name": self.name,

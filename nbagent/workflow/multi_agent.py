@@ -538,7 +538,20 @@ class AgentWorkflow(Workflow, PromptMixin):
     ) -> AgentWorkflow:
         """A one-agent workflow: a FunctionAgent if the model has a tools API, else a ReActAgent.
 
-        ``output_cls`` / ``structured_output_fn`` type the answer; ``verbose`` prints each step."""
+        ``output_cls`` / ``structured_output_fn`` type the answer; ``verbose`` prints each step.
+
+        Example:
+
+        >>> from nbagent import AgentWorkflow, ScriptedLLM
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> workflow = AgentWorkflow.from_tools_or_functions([add], llm=ScriptedLLM(["3"]))
+        >>> [(type(agent).__name__, agent.tools[0].name) for agent in workflow.agents.values()]
+        [('FunctionAgent', 'add')]
+        >>> print(workflow.run_sync(user_msg="1 + 2?"))
+        3
+        """
         if llm is None:
             raise ValueError(
                 "from_tools_or_functions needs llm=...: e.g. OpenAILLM(model=...) or, offline, "

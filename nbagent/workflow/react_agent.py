@@ -106,7 +106,20 @@ class ReActAgent(BaseWorkflowAgent):
             self.react_system_prompt = header
 
     def system_message(self, tools: Sequence[FunctionTool], context: str | None) -> ChatMessage:
-        """The ReAct system prompt for these tools, with the agent's own prompt as context."""
+        """The ReAct system prompt for these tools, with the agent's own prompt as context.
+
+        Example:
+
+        >>> from nbagent import FunctionTool, ScriptedLLM
+        >>> from nbagent.workflow import ReActAgent
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> agent = ReActAgent(name="calc", description="Adds.", tools=[add], llm=ScriptedLLM([]))
+        >>> message = agent.system_message([FunctionTool.from_defaults(add)], context="Be brief.")
+        >>> message.role.value, "add" in message.content, "Be brief." in message.content
+        ('system', True, True)
+        """
         text = render_system_prompt(list(tools), formatter_header(self.formatter), context)
         return ChatMessage(role=MessageRole.SYSTEM, content=text)
 
