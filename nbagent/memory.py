@@ -162,7 +162,19 @@ class ChatMemoryBuffer:
         return snap  # unchanged since the last snapshot: the same (shared) tuple
 
     def restore(self, snap: MemorySnapshot) -> None:
-        """Go back to a snapshot taken earlier."""
+        """Go back to a snapshot taken earlier.
+
+        Example:
+
+        >>> from nbagent import ChatMemoryBuffer, ChatMessage
+        >>> memory = ChatMemoryBuffer.from_defaults()
+        >>> memory.put(ChatMessage(role="user", content="hi"))
+        >>> before = memory.snapshot()  # cheap: a marker, not a copy
+        >>> memory.put(ChatMessage(role="assistant", content="a reply to take back"))
+        >>> memory.restore(before)
+        >>> [m.content for m in memory.get_all()]
+        ['hi']
+        """
         messages, counts, n = snap
         self._messages = messages[:n]
         self._counts = counts[:n]

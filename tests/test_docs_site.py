@@ -327,6 +327,10 @@ CALLED = [
     "nbagent.workflow.BaseWorkflowAgent.retrieve_tools", "nbagent.workflow.BaseWorkflowAgent.describe",
     "nbagent.workflow.ReActAgent.system_message", "nbagent.PlannerAgentWorker.system_message",
     "nbagent.McpTool.argument_problems", "nbagent.McpTool.ainvoke", "nbagent.mcp.close_tool_sessions",
+    *(f"nbagent.workflow.RunTrace.{m}" for m in ("from_events", "agent_turns", "for_workflow")),
+    "nbagent.ChatMemoryBuffer.restore", "nbagent.mcp.McpToolMetadata.parameters", "nbagent.mcp.McpToolResult.image_documents",
+    *(f"nbagent.AgentWorkflow.{m}" for m in (
+        "init_run", "setup_agent", "run_agent_step", "parse_agent_output", "aggregate_tool_results", "handoff_targets")),
 ]
 
 

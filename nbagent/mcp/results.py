@@ -36,7 +36,16 @@ class McpToolResult(BaseModel):
     is_error: bool = False
 
     def image_documents(self) -> list[Any]:
-        """The images as ``ImageDocument`` s (what the multimodal worker sends to its model)."""
+        """The images as ``ImageDocument`` s (what the multimodal worker sends to its model).
+
+        Example:
+
+        >>> from nbagent.mcp import McpImage, McpToolResult
+        >>> PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+        >>> result = McpToolResult(server="camera", tool="snapshot", text="one photo", images=[McpImage(data=PNG_B64, mime_type="image/png")])
+        >>> [(doc.describe(), doc.mimetype()) for doc in result.image_documents()]
+        [('inline image', 'image/png')]
+        """
         from nbagent.images import ImageDocument
 
         return [ImageDocument(image=im.data, image_mimetype=im.mime_type) for im in self.images]

@@ -36,7 +36,16 @@ class McpToolMetadata(ToolMetadata):
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments as the model is sent it: the server's
-        input schema, without its title, always an object with properties."""
+        input schema, without its title, always an object with properties.
+
+        Example:
+
+        >>> from nbagent.mcp import McpToolMetadata
+        >>> meta = McpToolMetadata(name="convert_time", description="Convert a time.", server="time", mcp_name="convert_time",
+        ...                        input_schema={"title": "convertArgs", "properties": {"time": {"type": "string"}}, "required": ["time"]})
+        >>> meta.parameters()  # what the model is sent: the server's schema, without its title
+        {'properties': {'time': {'type': 'string'}}, 'required': ['time'], 'type': 'object'}
+        """
         schema = dict(self.input_schema)
         schema.pop("title", None)
         schema.setdefault("type", "object")

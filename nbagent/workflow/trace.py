@@ -88,13 +88,42 @@ class RunTrace:
 
     @classmethod
     def for_workflow(cls, workflow: Any) -> RunTrace:
-        """An empty trace for a run of ``workflow``, knowing its agents and its root agent."""
+        """An empty trace for a run of ``workflow``, knowing its agents and its root agent.
+
+        Example:
+
+        >>> from nbagent import ScriptedLLM
+        >>> from nbagent.workflow import AgentWorkflow, FunctionAgent, RunTrace
+        >>> writer = FunctionAgent(name="writer", description="Writes.", llm=ScriptedLLM([]), can_handoff_to=["editor"])
+        >>> editor = FunctionAgent(name="editor", description="Edits.", llm=ScriptedLLM([]))
+        >>> trace = RunTrace.for_workflow(AgentWorkflow(agents=[writer, editor], root_agent="writer"))
+        >>> trace.agents, trace.root, trace.status  # empty until events are added
+        (['writer', 'editor'], 'writer', 'idle')
+        """
         agents = getattr(workflow, "agents", None) or {}
         return cls(list(agents), getattr(workflow, "root_agent", None))
 
     @classmethod
     def from_events(cls, events: Iterable[Event], agents: Sequence[str] = (), root: str | None = None) -> RunTrace:
-        """The trace of a run from its events (a handler's ``events``, a saved stream)."""
+        """The trace of a run from its events (a handler's ``events``, a saved stream).
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ScriptedLLM, tool_call
+        >>> from nbagent.workflow import AgentWorkflow, FunctionAgent, RunTrace
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> calc = FunctionAgent(name="calc", description="Adds.", tools=[add], llm=ScriptedLLM([tool_call("add", a=1, b=2), "3"]))
+        >>> workflow = AgentWorkflow(agents=[calc])
+        >>> async def run():
+        ...     handler = workflow.run(user_msg="1 + 2?")
+        ...     return [event async for event in handler.stream_events()]
+        >>> trace = RunTrace.from_events(asyncio.run(run()), agents=["calc"])  # e.g. a saved stream
+        >>> trace.status, trace.answer, len(trace.turns)
+        ('done', '3', 2)
+        """
         trace = cls(agents, root)
         for ev in events:
             trace.add(ev)
@@ -109,7 +138,25 @@ class RunTrace:
         return self.turns[-1].agent if self.turns else self.root
 
     def agent_turns(self, name: str) -> list[Turn]:
-        """The turns the agent called ``name`` took, in order."""
+        """The turns the agent called ``name`` took, in order.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent import ScriptedLLM, tool_call
+        >>> from nbagent.workflow import AgentWorkflow, FunctionAgent, RunTrace
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two integers."
+        ...     return a + b
+        >>> calc = FunctionAgent(name="calc", description="Adds.", tools=[add], llm=ScriptedLLM([tool_call("add", a=1, b=2), "3"]))
+        >>> workflow = AgentWorkflow(agents=[calc])
+        >>> async def run():
+        ...     handler = workflow.run(user_msg="1 + 2?")
+        ...     return [event async for event in handler.stream_events()]
+        >>> trace = RunTrace.from_events(asyncio.run(run()), agents=["calc"])  # e.g. a saved stream
+        >>> [[c.tool_name for c in turn.tool_calls] for turn in trace.agent_turns("calc")]  # the agent's steps
+        [['add'], []]
+        """
         return [t for t in self.turns if t.agent == name]
 
     @property
