@@ -37,7 +37,18 @@ class AppendLog(list[T], Generic[T]):
 
     def restore(self, n: int) -> None:
         """Cut the log back to a ``snapshot`` (undo); views given out earlier keep what
-        they showed."""
+        they showed.
+
+        Example:
+
+        >>> from nbagent import AppendLog
+        >>> log = AppendLog(["a"])
+        >>> mark = log.snapshot()  # its length
+        >>> log.extend(["b", "c"])
+        >>> log.restore(mark)  # undo
+        >>> list(log)
+        ['a']
+        """
         cell = self.__dict__.get("_cell")
         if cell is not None and cell.high > n:
             # copy-on-write: the views given out keep a frozen copy of what they cover; the
@@ -48,7 +59,17 @@ class AppendLog(list[T], Generic[T]):
 
     def view(self, n: int | None = None) -> PrefixView[T]:
         """The items so far (or the first ``n``), read-only, in O(1): later appends do not
-        show in it, and an undo that cuts this log leaves it as it was (see ``nbagent._prefix``)."""
+        show in it, and an undo that cuts this log leaves it as it was (see ``nbagent._prefix``).
+
+        Example:
+
+        >>> from nbagent import AppendLog
+        >>> log = AppendLog(["a", "b"])
+        >>> seen = log.view()
+        >>> log.append("c")
+        >>> list(seen), list(log)  # the view keeps what it showed
+        (['a', 'b'], ['a', 'b', 'c'])
+        """
         if n is None:
             n = len(self)
         elif not 0 <= n <= len(self):
@@ -62,7 +83,17 @@ class AppendLog(list[T], Generic[T]):
 
     def _refuse(self, *_: Any, **__: Any) -> NoReturn:
         """Refused with a ``TypeError``: an ``AppendLog`` only grows (``append``, ``extend``),
-        as a change to earlier items would make the snapshots taken before it wrong."""
+        as a change to earlier items would make the snapshots taken before it wrong.
+
+        Example:
+
+        >>> from nbagent import AppendLog
+        >>> log = AppendLog(["a", "b"])
+        >>> log.sort()
+        Traceback (most recent call last):
+        ...
+        TypeError: AppendLog only grows (append/extend); to change earlier items, assign a new list
+        """
         raise TypeError(
             "AppendLog only grows (append/extend); to change earlier items, assign a new list"
         )

@@ -331,6 +331,11 @@ CALLED = [
     "nbagent.ChatMemoryBuffer.restore", "nbagent.mcp.McpToolMetadata.parameters", "nbagent.mcp.McpToolResult.image_documents",
     *(f"nbagent.AgentWorkflow.{m}" for m in (
         "init_run", "setup_agent", "run_agent_step", "parse_agent_output", "aggregate_tool_results", "handoff_targets")),
+    # the state a learner reads between steps, and what the port guide says of callback managers
+    *(f"nbagent.TaskState.{m}" for m in (
+        "step_status", "is_known", "failed_step_id", "scan_call_ids", "held_steps", "is_step_ready")),
+    "nbagent.AgentState.get_step_queue", "nbagent.BaseAgentWorker.set_callback_manager",
+    *(f"nbagent.AppendLog.{m}" for m in ("view", "restore", "sort", "insert")), "nbagent.workflow.StepSpec.takes",
 ]
 
 

@@ -50,6 +50,17 @@ class StepSpec:
 
         Exact, not ``isinstance``: ``ToolCallResult`` subclasses ``ToolCall`` and must not go to
         the step that takes tool calls.
+
+        Example:
+
+        >>> from nbagent.workflow import Event, StartEvent, StopEvent, Workflow, step
+        >>> class Echo(Workflow):
+        ...     @step
+        ...     async def echo(self, ev: StartEvent) -> StopEvent:
+        ...         return StopEvent(result=ev.get("text"))
+        >>> spec = Echo().step_specs()["echo"]
+        >>> spec.takes(StartEvent()), spec.takes(Event())
+        (True, False)
         """
         return type(event) in self.accepts
 
