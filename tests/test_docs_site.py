@@ -336,6 +336,8 @@ CALLED = [
         "step_status", "is_known", "failed_step_id", "scan_call_ids", "held_steps", "is_step_ready")),
     "nbagent.AgentState.get_step_queue", "nbagent.BaseAgentWorker.set_callback_manager",
     *(f"nbagent.AppendLog.{m}" for m in ("view", "restore", "sort", "insert")), "nbagent.workflow.StepSpec.takes",
+    "nbagent.workflow.StepSpec.invoke", "nbagent.workflow.BaseWorkflowAgent.validate_tools",
+    "nbagent.workflow.RunTrace.fail", "nbagent.workflow.RunTrace.resume", "nbagent.workflow.Context.run_tool_once",
 ]
 
 

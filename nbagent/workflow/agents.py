@@ -148,7 +148,19 @@ class BaseWorkflowAgent(BaseModel, PromptMixin, ABC):
     @field_validator("tools", mode="before")
     @classmethod
     def validate_tools(cls, v: Any) -> list[FunctionTool]:
-        """Tools and plain functions -> FunctionTools (a ``ctx`` parameter is hidden from the model)."""
+        """Tools and plain functions -> FunctionTools (a ``ctx`` parameter is hidden from the model).
+
+        Example:
+
+        >>> from nbagent import ScriptedLLM
+        >>> from nbagent.workflow import Context, FunctionAgent
+        >>> def remember(ctx: Context, fact: str) -> str:
+        ...     "Keep a fact for later steps."
+        ...     return "kept"
+        >>> agent = FunctionAgent(name="notes", description="Keeps notes.", tools=[remember], llm=ScriptedLLM([]))
+        >>> type(agent.tools[0]).__name__, list(agent.tools[0].metadata.get_parameters_dict()["properties"])  # ctx is hidden
+        ('FunctionTool', ['fact'])
+        """
         if v is None:
             return []
         if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):

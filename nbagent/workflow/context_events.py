@@ -241,7 +241,27 @@ class ContextEvents:
     async def run_tool_once(self, tool_call_id: str | None, run: Callable[[], Awaitable[ToolOutput]]) -> ToolOutput:
         """Run this step execution's tool call at most once: run again after an interruption
         (a resumed run), the execution gets the output the call gave the first time, or waits
-        for a sync tool whose thread outlived the interruption, instead of calling it again."""
+        for a sync tool whose thread outlived the interruption, instead of calling it again.
+
+        Example:
+
+        >>> from nbagent import FunctionTool
+        >>> from nbagent.workflow import Context, StartEvent, StopEvent, Workflow, step
+        >>> sent = []
+        >>> def send_mail(to: str) -> str:
+        ...     "Send a mail."
+        ...     sent.append(to)
+        ...     return f"sent to {to}"
+        >>> mail = FunctionTool.from_defaults(send_mail)
+        >>> class Mailer(Workflow):
+        ...     @step
+        ...     async def send(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        ...         # a resumed run gets the first output back instead of sending twice
+        ...         out = await ctx.run_tool_once("mail-1", lambda: mail.acall(to=ev.get("to")))
+        ...         return StopEvent(result=out.content)
+        >>> Mailer().run_sync(to="ada"), sent
+        ('sent to ada', ['ada'])
+        """
         ex = self._execution("run_tool_once")
         journal = self._ran.setdefault(ex.exec_id, {})
         return await run_call(

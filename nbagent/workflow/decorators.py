@@ -66,7 +66,21 @@ class StepSpec:
 
     async def invoke(self, workflow: Any, ctx: Any, event: Event) -> Any:
         """Run the step on ``event`` (with ``ctx`` if it takes the context); returns what the
-        step returned, for the engine to route. The engine calls it; a test may too."""
+        step returned, for the engine to route. The engine calls it; a test may too.
+
+        Example:
+
+        >>> import asyncio
+        >>> from nbagent.workflow import StartEvent, StopEvent, Workflow, step
+        >>> class Echo(Workflow):
+        ...     @step
+        ...     async def echo(self, ev: StartEvent) -> StopEvent:
+        ...         return StopEvent(result=ev.get("text"))
+        >>> echo = Echo()
+        >>> stop = asyncio.run(echo.step_specs()["echo"].invoke(echo, None, StartEvent(text="hi")))  # one step, alone
+        >>> stop.result
+        'hi'
+        """
         kwargs: dict[str, Any] = {self.event_param: event}
         if self.ctx_param is not None:
             kwargs[self.ctx_param] = ctx

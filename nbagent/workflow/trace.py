@@ -274,7 +274,16 @@ class RunTrace:
     def resume(self, agent: str | None, user_msg: str | None = None) -> None:
         """Start the account of a run resumed from a checkpoint: its earlier steps are not in
         the stream, so one placeholder step of ``agent`` stands for them (tool calls that are
-        re-run attach to it)."""
+        re-run attach to it).
+
+        Example:
+
+        >>> from nbagent.workflow import RunTrace
+        >>> trace = RunTrace(agents=["helper"])
+        >>> trace.resume("helper", user_msg="Weather in Oslo?")  # a run resumed from a checkpoint
+        >>> [turn.agent for turn in trace.turns], trace.user_msg, trace.status  # one turn stands for the earlier steps
+        (['helper'], 'Weather in Oslo?', 'running')
+        """
         name = agent or self.root or "agent"
         self._agent(name)
         if user_msg is not None:
@@ -301,7 +310,16 @@ class RunTrace:
         return running[-1] if running else None
 
     def fail(self, error: BaseException | str, cancelled: bool = False) -> None:
-        """Mark the run as failed (or stopped) with ``error``."""
+        """Mark the run as failed (or stopped) with ``error``.
+
+        Example:
+
+        >>> from nbagent.workflow import RunTrace
+        >>> trace = RunTrace(agents=["helper"])
+        >>> trace.fail(TimeoutError("the model did not answer"))
+        >>> trace.status, trace.error
+        ('failed', 'TimeoutError: the model did not answer')
+        """
         self.status = "cancelled" if cancelled else "failed"
         self.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         for turn in self.turns:
