@@ -285,7 +285,9 @@ class TaskStep(_LeanModel):
         self.__dict__["step_state"] = step_state
 
     def resolve_links(self, registry: dict[str, TaskStep]) -> None:
-        """Turn links loaded as ids back into step objects, from a registry of steps by id."""
+        """Turn links loaded as ids back into step objects, from a registry of steps by id.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         pending = _PENDING_LINKS.get(self)
         if pending is None:
             return
@@ -453,7 +455,9 @@ class TaskStepOutput(_LeanModel):
         reply still streamed (``is_last`` then says what the reply looked like so far); once
         it has ended, ``final`` says whether the step is last, which steps follow and which
         tools ran. The output stays the stream the caller has read, with the final one's
-        sources and metadata, unless the step ended saying something else."""
+        sources and metadata, unless the step ended saying something else.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         self.is_last = final.is_last
         self.next_steps = list(final.next_steps)
         self.reasoning = final.reasoning
@@ -610,7 +614,9 @@ class StreamingAgentChatResponse:
 
     def wrap_source(self, wrap: Callable[[AsyncIterator[str] | Iterator[str]], AsyncIterator[str]]) -> None:
         """Read the tokens still to come through ``wrap(source)`` (the runner ends a streamed
-        step inside it). Only before anything past the prefix has been read."""
+        step inside it). Only before anything past the prefix has been read.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         if self.is_done or self._source is None:
             raise RuntimeError("this stream has ended: there is no source left to wrap")
         self._source = wrap(self._source)

@@ -224,12 +224,16 @@ class TaskState:
     def settle(self, step: TaskStep) -> None:
         """A new step's ``is_ready=False`` means "wait for my previous steps" while some are
         unfinished (the runner does that itself, so the flag is set back); with none left
-        to wait for it means *held*: it stays queued until released."""
+        to wait for it means *held*: it stays queued until released.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         if not step.is_ready and any(pid not in self.outputs for pid in step.prev_steps):
             step.is_ready = True
 
     def returned_by_other(self, nxt: TaskStep, step_id: str) -> bool:
-        """Whether a done step other than ``step_id`` also returned ``nxt`` (a join)."""
+        """Whether a done step other than ``step_id`` also returned ``nxt`` (a join).
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         for pid in nxt.prev_steps:
             out = self.outputs.get(pid)
             if pid != step_id and out is not None and any(s.step_id == nxt.step_id for s in out.next_steps):
@@ -248,7 +252,9 @@ class TaskState:
 
     def register(self, step: TaskStep) -> None:
         """Make a step part of the task (by id), before it is queued; a step of another
-        task is refused, so one task's run can never write into another's."""
+        task is refused, so one task's run can never write into another's.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         if step.task_id != self.task.task_id:
             raise ValueError(
                 f"step {step.step_id!r} belongs to task {step.task_id!r}, "
@@ -285,7 +291,9 @@ class TaskState:
         )
 
     def restore(self, snap: StepSnapshot) -> None:
-        """Put back what the step may have changed."""
+        """Put back what the step may have changed.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         step = self.steps[snap.step_id]
         step.input = snap.step_input
         memo: dict[int, Any] = {}
@@ -298,7 +306,9 @@ class TaskState:
 
     def record_failure(self, step: TaskStep, error: BaseException) -> StepFailure:
         """Keep the failed attempt (error type, message, traceback, time, attempt number) on
-        the task, so the graph, the panel and a saved run still show it after a retry."""
+        the task, so the graph, the panel and a saved run still show it after a retry.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         import traceback  # here: import nbagent does not load it
 
         attempt = 1 + sum(1 for f in self.failures if f.step_id == step.step_id)
@@ -318,7 +328,9 @@ class TaskState:
         """Record a finished step: link and queue its next steps, keep its output.
 
         A next step the task already has (a join another parent returned) is linked, not
-        queued again."""
+        queued again.
+
+        The step engine calls this; code that uses nbagent does not (so no example)."""
         fresh = []
         for nxt in output.next_steps:
             if nxt.step_id not in step.next_steps and step.step_id not in nxt.prev_steps:

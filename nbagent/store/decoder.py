@@ -88,17 +88,23 @@ class ValueDecoder:
 
     def fail(self, where: str, why: str) -> PersistError:
         """The error for a value that cannot be rebuilt, naming the file, the place in it and
-        why (returned, for the caller to raise)."""
+        why (returned, for the caller to raise).
+
+        The store's readers call this; code that uses nbagent does not (so no example)."""
         return PersistError(f"{self.source}: {where}: {why}")
 
     def mark(self) -> Any:
-        """Where decoding stands, before a task (see ``forget``)."""
+        """Where decoding stands, before a task (see ``forget``).
+
+        The store's readers call this; code that uses nbagent does not (so no example)."""
         return None
 
     def forget(self, mark: Any, task: str) -> None:
         """After a damaged task: drop the objects it left half built, and every object
         defined after the first of them (one could hold it); a later reference to one fails,
-        naming the task. Objects it built whole before stay: another task may share them."""
+        naming the task. Objects it built whole before stay: another task may share them.
+
+        The store's readers call this; code that uses nbagent does not (so no example)."""
         if self.pending:
             numbers = list(self.objects)
             for n in numbers[numbers.index(self.pending[0]) :]:
@@ -109,7 +115,9 @@ class ValueDecoder:
     def adopt_orphan(self, record: Any) -> None:
         """Keep a damaged task's record: an object it defined, intact, that a later task
         refers to (a run file writes a shared object once, where it first appears) is
-        rebuilt from it then (``_orphan``)."""
+        rebuilt from it then (``_orphan``).
+
+        The store's readers call this; code that uses nbagent does not (so no example)."""
         self.orphans.append(record)
         self._orphan_defs = None
 
@@ -138,7 +146,9 @@ class ValueDecoder:
     def value(self, d: Any, where: str) -> Any:
         """Rebuild one JSON value of a run: plain values as they are, ``{"$ref": n}`` the object
         defined before as number n, ``{"$type": ...}`` a tagged type (a registered one, see
-        ``allow_type``); anything else fails with a ``PersistError`` naming ``where``."""
+        ``allow_type``); anything else fails with a ``PersistError`` naming ``where``.
+
+        The store's readers call this; code that uses nbagent does not (so no example)."""
         if d is None or type(d) in (str, bool, int, float):
             return d
         if type(d) is list:

@@ -112,7 +112,9 @@ class QueryPipelineAgentWorker(BaseAgentWorker):
         return True
 
     def preprocess(self, task: Task, step: TaskStep) -> None:
-        """Give this step's task and state to the components that take them."""
+        """Give this step's task and state to the components that take them.
+
+        The worker calls this before each step; code that uses nbagent does not (so no example)."""
         for component in self.agent_components:
             component.partial(task=task, state=step.step_state)
         self.pipeline.update_state({self.task_key: task, self.step_state_key: step.step_state})
