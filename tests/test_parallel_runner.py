@@ -460,6 +460,31 @@ def test_cancelling_a_run_rolls_the_running_steps_back_into_the_queue() -> None:
     asyncio.run(main())
 
 
+def test_a_step_task_cancelled_before_its_first_turn_ends_the_call_not_hangs_it() -> None:
+    """Something else cancels one of the run's step tasks before it has started (its
+    bookkeeping cannot run inside it): the call raises that the step was cancelled, the step
+    stays queued, the others' results are kept."""
+    worker = DagWorker({"a": [], "b": []}, "j")
+    runner = ParallelAgentRunner(worker, max_concurrency=None)
+
+    async def main() -> None:
+        task = runner.create_task("go")
+        await runner.arun_steps_in_queue(task)  # the root: a and b are queued
+        call = asyncio.ensure_future(runner.arun_steps_in_queue(task))
+        await asyncio.sleep(0)  # the call has made its step tasks; none has had a turn
+        steps = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t is not call]
+        assert len(steps) == 2
+        steps[0].cancel()
+        with pytest.raises(asyncio.CancelledError, match="was cancelled"):
+            await asyncio.wait_for(call, 5)  # (a hang would end here as TimeoutError)
+        state = runner.state_of(task)
+        assert not state.running
+        assert len(state.step_queue) + len(state.outputs) == 3  # root done; each of a, b done or queued
+        assert [s.step_state["name"] for s in state.step_queue] in (["a"], ["b"])
+
+    asyncio.run(main())
+
+
 def test_a_step_cannot_run_twice_and_single_steps_follow_the_dag() -> None:
     gate = asyncio.Event()
 

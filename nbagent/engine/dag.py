@@ -1,15 +1,14 @@
 """One call's scheduler for a parallel engine: starts the task's ready steps as asyncio tasks,
 up to the bound, and each step's successors as soon as their previous steps are done.
 
-``Drive`` does the bookkeeping as each step ends, in the step's own task (no polling, no O(n)
-wait per completion, no done callback to schedule); ``_nothing_ready`` says why no step can
-run, naming the steps and what they wait for.
+``Drive`` does the bookkeeping in completion callbacks (no polling, no O(n) wait per
+completion); ``_nothing_ready`` says why no step can run, naming the steps and what they
+wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import itertools
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -72,9 +71,8 @@ def nothing_ready(state: TaskState) -> str:
 class Drive:
     """One call's scheduler: starts ready steps as tasks, up to the bound, as slots free up.
 
-    Each step's task does the bookkeeping when the step ends (no polling, no O(n) wait per
-    completion): a finished step's successors count down their unfinished previous steps and
-    start at zero.
+    Completion callbacks do the bookkeeping (no polling, no O(n) wait per completion): a
+    finished step's successors count down their unfinished previous steps and start at zero.
     """
 
     def __init__(
@@ -96,7 +94,7 @@ class Drive:
         self.ready: deque[tuple[TaskStep, str | None, dict[str, Any]]] = deque()
         self.claimed: set[str] = set()
         self.waiting: dict[str, int] = {}
-        self.active = 0  # step tasks started and not yet through their bookkeeping
+        self.in_flight: dict[asyncio.Task[TaskStepOutput], tuple[int, TaskStep]] = {}
         self.results: list[tuple[int, TaskStepOutput]] = []
         self.errors: list[BaseException] = []
         self.last: TaskStepOutput | None = None
@@ -108,8 +106,6 @@ class Drive:
         state = self.state
         loop = asyncio.get_running_loop()
         self.loop = loop
-        # each step task runs in a copy of the caller's context, as a task it created would
-        self.context = contextvars.copy_context()
         self.finished: asyncio.Future[None] = loop.create_future()
         first = [s for s in state.step_queue if state.is_step_ready(s)]
         if not first:
@@ -140,7 +136,7 @@ class Drive:
 
     def _mine(self) -> list[asyncio.Task[Any]]:
         """This call's step tasks that have not ended: found by name, so that a task whose
-        bookkeeping an interrupt cut short (created, not yet counted) is found too."""
+        bookkeeping an interrupt cut short (created, not yet in ``in_flight``) is found too."""
         return [t for t in asyncio.all_tasks(self.loop) if t.get_name() == self.tag and not t.done()]
 
     async def _settle(self, cancel: bool) -> None:
@@ -160,60 +156,57 @@ class Drive:
                 continue
 
     def _launch(self) -> None:
+        in_flight = self.in_flight
         try:
-            while self.ready and self.active < self.limit and not self._stopping():
+            while self.ready and len(in_flight) < self.limit and not self._stopping():
                 step, input, kwargs = self.ready.popleft()
-                coro = self._run_one(self.launched, step, input, kwargs)
-                self.active += 1
+                coro = self.runner._astep(self.state.task_id, step, input, self.mode, **kwargs)
                 try:
-                    self.loop.create_task(coro, name=self.tag, context=self.context.copy())
+                    task = self.loop.create_task(coro, name=self.tag)
                 except BaseException:
-                    self.active -= 1
                     coro.close()
                     raise
+                task.add_done_callback(self._on_done)
+                in_flight[task] = (self.launched, step)
                 self.launched += 1
-            if not self.active and self.follow and not self._stopping():
+            if not in_flight and self.follow and not self._stopping():
                 self._rescan()  # steps made ready outside this call's view (another call, an edit)
-        except BaseException as error:  # bookkeeping must never leave the call waiting forever
+        except BaseException as error:  # a callback must never leave the call waiting forever
             self.errors.append(error)
-        if not self.active and not self.finished.done():
+        if not in_flight and not self.finished.done():
             self.finished.set_result(None)
 
     def _stopping(self) -> bool:
         return self.stopped or bool(self.errors) or self.last is not None
 
-    async def _run_one(self, index: int, step: TaskStep, input: str | None, kwargs: dict[str, Any]) -> None:
-        """Run one step, then do its bookkeeping in this same task. An error is the call's
-        to raise (kept in ``errors``); an interrupt or a cancellation also ends the task."""
-        try:
-            output = await self.runner._astep(self.state.task_id, step, input, self.mode, **kwargs)
-        except Exception as error:
-            self._ended(index, step, None, error)
+    def _on_done(self, task: asyncio.Task[TaskStepOutput]) -> None:
+        entry = self.in_flight.pop(task, None)
+        if entry is None:  # its bookkeeping was cut short by an interrupt: the call stops
+            self.stopped = True
+            if not task.cancelled():
+                task.exception()
+            if not self.in_flight and not self.finished.done():
+                self.finished.set_result(None)
             return
-        except BaseException as error:
-            self._ended(index, step, None, error)
-            raise
-        self._ended(index, step, output, None)
-
-    def _ended(
-        self, index: int, step: TaskStep, output: TaskStepOutput | None, error: BaseException | None
-    ) -> None:
-        self.active -= 1
+        index, step = entry
+        self.claimed.discard(step.step_id)
         try:
-            self.claimed.discard(step.step_id)
-            if output is None:
-                if isinstance(error, asyncio.CancelledError):
-                    error = asyncio.CancelledError(f"step {step.step_id!r} was cancelled")
-                self.errors.append(error)  # type: ignore[arg-type]
+            if task.cancelled():
+                self.errors.append(asyncio.CancelledError(f"step {step.step_id!r} was cancelled"))
             else:
-                self.results.append((index, output))
-                if output.is_last:
-                    if self.last is None:
-                        self.last = output
-                elif self.follow:
-                    self._successors(step, output)
-        except BaseException as failure:  # bookkeeping broke: stop and report it
-            self.errors.append(failure)
+                error = task.exception()
+                if error is not None:
+                    self.errors.append(error)
+                else:
+                    output = task.result()
+                    self.results.append((index, output))
+                    if output.is_last:
+                        if self.last is None:
+                            self.last = output
+                    elif self.follow:
+                        self._successors(step, output)
+        except BaseException as error:  # bookkeeping broke: stop and report it
+            self.errors.append(error)
         self._launch()
 
     def _successors(self, step: TaskStep, output: TaskStepOutput) -> None:
