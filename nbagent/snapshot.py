@@ -228,8 +228,8 @@ def snapshot_dict(
     for v in d.values():
         if not isinstance(v, _IMMUTABLE):
             break
-    else:
-        return tuple(chain.from_iterable(d.items()))
+    else:  # (a few pairs are quicker added than chained; adding is quadratic, so only a few)
+        return sum(d.items(), ()) if len(d) <= 8 else tuple(chain.from_iterable(d.items()))
     memo = {} if memo is None else memo
     if type(prev) is OneChange:
         base: Any = prev.base
