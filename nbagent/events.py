@@ -213,7 +213,7 @@ class StepContext:
 
     __slots__ = (
         "task_id", "step_id", "dispatcher", "usage", "llm_calls", "llm_latency_s", "journal", "issued",
-        "tokens_muted",
+        "tokens_muted", "closers",
     )
 
     def __init__(
@@ -234,6 +234,24 @@ class StepContext:
         self.llm_latency_s = 0.0
         #: set while the step's caller reads its streamed reply: the stream reports its tokens
         self.tokens_muted = False
+        self.closers: list[Callable[[], None]] | None = None
+
+    def on_exit(self, close: Callable[[], None]) -> None:
+        """Call ``close`` when the step's own code ends: a listener of ``StepStarted`` that
+        opened something for the step's code, in the step's context (tracing makes the step's
+        span the current one, so the spans a tool or an HTTP client makes go under it), closes
+        it there. Closers run last-in first-out, each once; one that raises is logged."""
+        if self.closers is None:
+            self.closers = []
+        self.closers.append(close)
+
+    def _close(self) -> None:
+        closers, self.closers = self.closers, None
+        for close in reversed(closers or ()):
+            try:
+                close()
+            except Exception:  # a listener's scope must not break the step
+                _log().exception("nbagent step closer %r failed", close)
 
     def token(self, token: str) -> None:
         from nbagent.event_types import TokenStreamed
@@ -377,4 +395,7 @@ def _set_current(ctx: StepContext | None) -> Any:
 
 
 def _reset_current(token: Any) -> None:
+    ctx = _current.get()
+    if ctx is not None and ctx.closers is not None:  # what listeners opened for the step's code
+        ctx._close()
     _current.reset(token)

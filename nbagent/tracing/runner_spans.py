@@ -7,6 +7,8 @@ The span tree of a task (GenAI semantic conventions, OpenInference kinds)::
         chat {model}                LLM    one per model call of the step
         execute_tool {tool}         TOOL   one per tool call; approvals are its events
 
+While a step's code runs its span is the current span (``StepContext.on_exit`` closes
+that in the step's own context), so spans a tool or an instrumented client makes go under it.
 Steps of a parallel run are siblings under their task. An undo is an event on the task's
 span (the undone step's span has ended). A batch is a span of its own; each of its tasks
 links to it. Everything comes from the runner's events (``nbagent.events``): the engine
@@ -20,6 +22,7 @@ import time
 import weakref
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from nbagent.events import (
@@ -38,6 +41,7 @@ from nbagent.events import (
     TaskDeleted,
     TaskFinalized,
     ToolCalled,
+    current_step,
 )
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
@@ -53,15 +57,17 @@ EVENTS: tuple[type[Event], ...] = (
 
 
 class _Step:
-    """A running step: when it began, its number and input, and the calls it made so far.
+    """A running step: its span, number and input, and the calls it made so far.
 
-    Its span is made when it ends, in one go with all its attributes, and its calls' spans
-    under it (their times are their own): a step pays for its span once, not piece by piece.
+    The span starts with the step and is the current span while the step's code runs, so
+    spans that code makes (a tool's own, an instrumented HTTP client's) go under it. Its
+    calls' spans are drawn when it ends, with their own times, from the calls' events.
     """
 
-    __slots__ = ("at", "number", "input", "calls")
+    __slots__ = ("span", "at", "number", "input", "calls")
 
-    def __init__(self, at: float, number: int, input: str | None) -> None:
+    def __init__(self, span: Span, at: float, number: int, input: str | None) -> None:
+        self.span = span
         self.at = at
         self.number = number
         self.input = input
@@ -179,18 +185,22 @@ class RunnerTracer:
     def _step_started(self, e: StepStarted) -> None:
         task = self._task(e.task_id, e.at)
         task.count += 1
-        task.steps[e.step_id] = _Step(e.at, task.count, e.input)
+        attrs: dict[str, Any] = {n.OI_KIND: "CHAIN", "nbagent.step.id": e.step_id, "nbagent.step.number": task.count}
+        if self.capture and e.input is not None:
+            attrs[n.OI_INPUT] = value_json(e.input)
+        span = child(self.tracer, f"step {task.count}", task.context, e.at, attrs)
+        task.steps[e.step_id] = _Step(span, e.at, task.count, e.input)
+        ctx = current_step()
+        if ctx is not None and ctx.step_id == e.step_id:  # heard in the step's own context: its code runs under the span
+            token = otel_context.attach(in_context(span))
+            ctx.on_exit(lambda: otel_context.detach(token))
 
     def _draw_step(
         self, task: _TaskSpans, step_id: str, step: _Step, attrs: dict[str, Any], at: float, error: tuple[str, str] | None = None
     ) -> Span:
-        """The span of a step that ended, with its calls' spans under it."""
-        attrs[n.OI_KIND] = "CHAIN"
-        attrs["nbagent.step.id"] = step_id
-        attrs["nbagent.step.number"] = step.number
-        if self.capture and step.input is not None:
-            attrs[n.OI_INPUT] = value_json(step.input)
-        span = child(self.tracer, f"step {step.number}", task.context, step.at, attrs)
+        """The span of a step that ended, its last attributes set and its calls' spans under it."""
+        span = step.span
+        span.set_attributes(attrs)
         for call in step.calls:
             if isinstance(call, ModelCalled):
                 self._draw_model_call(call, span)

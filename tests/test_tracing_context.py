@@ -1,0 +1,214 @@
+"""While a traced step's code runs, its step span is the current OpenTelemetry span.
+
+So spans that code makes itself (a tool's own, an instrumented HTTP client's inside a model
+call) go under the step that made them, not to the root of an unrelated trace; and when the
+step ends, however it ends, the caller's current span is what it was. Checked with the SDK's
+own current-span machinery (``start_as_current_span``), as a third-party instrumentation uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+import nbagent.tracing as tracing  # noqa: E402
+from nbagent import (  # noqa: E402
+    AgentChatResponse,
+    AgentRunner,
+    BaseAgentWorker,
+    ChatMessage,
+    CustomSimpleAgentWorker,
+    FunctionCallingAgent,
+    FunctionLLM,
+    FunctionTool,
+    ParallelAgentRunner,
+    ScriptedLLM,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+    tool_call,
+)
+from nbagent.events import current_step  # noqa: E402
+
+
+class Traced:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.user = self.provider.get_tracer("the notebook's own code")
+
+    def span(self, name: str) -> Any:
+        found = [s for s in self.exporter.get_finished_spans() if s.name == name]
+        assert len(found) == 1, [s.name for s in self.exporter.get_finished_spans()]
+        return found[0]
+
+    def step(self, number: int) -> Any:
+        found = [s for s in self.exporter.get_finished_spans()
+                 if s.name.startswith("step ") and s.attributes["nbagent.step.number"] == number]
+        assert len(found) == 1
+        return found[0]
+
+    def parent_of(self, name: str) -> int | None:
+        parent = self.span(name).parent
+        return None if parent is None else parent.span_id
+
+
+@pytest.fixture
+def traced() -> Iterator[Traced]:
+    t = Traced()
+    tracing.instrument(t.provider)
+    try:
+        yield t
+    finally:
+        tracing.uninstrument()
+
+
+def test_spans_a_tool_and_a_model_call_make_go_under_their_step(traced: Traced) -> None:
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        with traced.user.start_as_current_span("db query"):
+            return f"{city}: sunny"
+
+    calls = iter([tool_call("lookup", city="Oslo"), "It is sunny."])
+
+    def model(messages: Any, tools: Any) -> Any:
+        with traced.user.start_as_current_span(f"POST /v1/chat/completions {len(messages)}"):  # an HTTP client's span
+            return next(calls)
+
+    runner = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(lookup)], llm=FunctionLLM(model))
+    assert "sunny" in str(runner.chat("weather in Oslo?"))
+    step1, step2 = traced.step(1), traced.step(2)
+    assert traced.parent_of("db query") == step1.context.span_id
+    posts = sorted((s for s in traced.exporter.get_finished_spans() if s.name.startswith("POST")), key=lambda s: s.start_time)
+    assert [p.parent.span_id for p in posts] == [step1.context.span_id, step2.context.span_id]
+    assert all(p.context.trace_id == step1.context.trace_id for p in posts)  # one trace, not a root each
+    assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left current after the run
+
+
+def test_after_a_step_the_callers_span_is_current_again_and_the_task_goes_under_it(traced: Traced) -> None:
+    seen: list[Any] = []
+
+    class Peek(CustomSimpleAgentWorker):
+        def _initialize_state(self, task: Task, **kwargs: Any) -> dict[str, Any]:
+            return {}
+
+        def _run_step(self, state: dict[str, Any], task: Task, input: str | None = None) -> tuple[AgentChatResponse, bool]:
+            seen.append(trace.get_current_span())
+            return AgentChatResponse(response="ok"), len(seen) == 2
+
+        def _finalize_task(self, state: dict[str, Any], **kwargs: Any) -> None:
+            pass
+
+    worker = Peek(tools=[], llm=ScriptedLLM(["unused"]))
+    assert worker.steps_synchronously  # the engine's sync early exit: no event loop round trip
+    runner = AgentRunner(worker)
+    with traced.user.start_as_current_span("cell") as cell:
+        task = runner.create_task("go")
+        runner.run_step(task.task_id)
+        assert trace.get_current_span() is cell
+        runner.run_step(task.task_id)
+        assert trace.get_current_span() is cell
+        runner.finalize_response(task.task_id)
+    assert [s.get_span_context().span_id for s in seen] == [traced.step(1).context.span_id, traced.step(2).context.span_id]
+    agent = traced.span("invoke_agent AgentRunner")
+    assert agent.parent.span_id == traced.span("cell").context.span_id
+
+
+def test_a_step_that_raises_leaves_the_callers_span_current_and_its_own_span_holds_what_it_made(traced: Traced) -> None:
+    class Breaks(BaseAgentWorker):
+        def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+            return TaskStep(task_id=task.task_id, input=task.input)
+
+        async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+            with traced.user.start_as_current_span("before the failure"):
+                pass
+            raise RuntimeError("the worker broke")
+
+    runner = AgentRunner(Breaks())
+    task = runner.create_task("go")
+    with traced.user.start_as_current_span("cell") as cell:
+        with pytest.raises(RuntimeError, match="the worker broke"):
+            runner.run_step(task.task_id)
+        assert trace.get_current_span() is cell
+    assert len(runner.get_upcoming_steps(task.task_id)) == 1  # still queued, as an untraced failure
+    failed = traced.step(1)
+    assert failed.attributes["nbagent.step.status"] == "failed"
+    assert traced.parent_of("before the failure") == failed.context.span_id
+
+
+class FanOut(BaseAgentWorker):
+    """A root step fans out into three branches that overlap in time, each making a span."""
+
+    def __init__(self, tracer: Any) -> None:
+        self.tracer = tracer
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        return TaskStep(task_id=task.task_id, input="root", step_state={"name": "root"})
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        name = step.step_state["name"]
+        if name == "root":
+            branches = [TaskStep(task_id=task.task_id, input=n, step_state={"name": n}) for n in "abc"]
+            return TaskStepOutput(output="planned", task_step=step, next_steps=branches)
+        with self.tracer.start_as_current_span(f"work {name}"):
+            await asyncio.sleep(0.01 * (3 - "abc".index(name)))  # they interleave on the loop
+            with self.tracer.start_as_current_span(f"inner {name}"):
+                pass
+        return TaskStepOutput(output=AgentChatResponse(response=name), task_step=step, is_last=name == "c")
+
+
+def test_parallel_branches_each_nest_their_own_spans_though_they_interleave(traced: Traced) -> None:
+    runner = ParallelAgentRunner(FanOut(traced.user))
+    task = runner.create_task("go")
+    runner.run_step(task.task_id)
+    asyncio.run(runner.arun_steps_in_queue(task.task_id))
+    steps = {s.attributes["nbagent.step.id"]: s for s in traced.exporter.get_finished_spans() if s.name.startswith("step ")}
+    for name in "abc":
+        work = traced.span(f"work {name}")
+        step = work.parent.span_id
+        assert step in {s.context.span_id for s in steps.values()}
+        assert traced.parent_of(f"inner {name}") == work.context.span_id
+    assert len({traced.span(f"work {n}").parent.span_id for n in "abc"}) == 3  # three branches, three parents
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_an_awaited_step_in_a_running_loop_nests_and_restores_the_same(traced: Traced) -> None:
+    def model(messages: Any, tools: Any) -> str:
+        with traced.user.start_as_current_span("POST"):
+            return "hi"
+
+    runner = FunctionCallingAgent.from_tools([], llm=FunctionLLM(model))
+
+    async def main() -> Any:
+        with traced.user.start_as_current_span("cell") as cell:
+            task = runner.create_task("hello")
+            await runner.arun_step(task.task_id)
+            return cell, trace.get_current_span()
+
+    cell, after = asyncio.run(main())
+    assert after is cell
+    assert traced.parent_of("POST") == traced.step(1).context.span_id
+
+
+def test_untraced_a_step_opens_nothing_for_its_code() -> None:
+    seen: list[Any] = []
+
+    def model(messages: list[ChatMessage], tools: Any) -> str:
+        ctx = current_step()
+        seen.append((ctx is not None, ctx.closers if ctx is not None else "no step", trace.get_current_span()))
+        return "hi"
+
+    runner = FunctionCallingAgent.from_tools([], llm=FunctionLLM(model))
+    runner.chat("hello")
+    assert seen == [(True, None, trace.INVALID_SPAN)]
