@@ -32,6 +32,7 @@ __all__ = [
     "BatchStarted",
     "BatchTaskStarted",
     "BatchEnded",
+    "TaskReplayed",
 ]
 
 
@@ -184,3 +185,14 @@ class BatchEnded(Event):
     batch: str
     failed: int
     stopped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReplayed(Event):
+    """Task ``task_id`` ran elsewhere (a Ray worker) and is adopted here: ``events`` is what it
+    did there, in order, with their own times (built only when someone listens: tracing
+    draws the task as if it had run here)."""
+
+    named_only: ClassVar[bool] = True
+
+    events: tuple[Event, ...] = ()

@@ -60,6 +60,7 @@ _EVENT_TYPES = (
     "BatchStarted",
     "BatchTaskStarted",
     "BatchEnded",
+    "TaskReplayed",
 )
 
 __all__ = [

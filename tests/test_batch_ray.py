@@ -112,3 +112,79 @@ def test_a_factory_that_does_not_build_a_runner_fails_each_task_clearly(local_ra
     batch = make_agent().run_batch(INPUTS[:2], backend="ray", factory=not_a_runner, progress=False)
     assert [it.status for it in batch] == ["failed", "failed"]
     assert "must return an AgentRunner" in str(batch.results[0])
+
+
+def _task_trees(exporter: Any) -> tuple[list[list[str]], Any]:
+    """Each task's span tree as lines (names, kinds, error marks and the attributes a backend
+    reads), sorted by the task's input; and the batch span."""
+    from nbagent.tracing import SpanTree
+
+    spans = exporter.get_finished_spans()
+    tree = SpanTree(spans)
+    batch = [r for r in tree.roots if r.name.startswith("batch ")]
+    tasks = [r for r in tree.roots if r.name.startswith("invoke_agent")]
+    keys = ("gen_ai.usage.input_tokens", "gen_ai.tool.name", "nbagent.step.status", "nbagent.task.status",
+            "nbagent.batch.index", "error.type")
+
+    def lines(root: Any) -> list[str]:
+        return [
+            "  " * depth + node.name + " " + repr({k: node.attributes[k] for k in keys if k in node.attributes})
+            + (" ERROR" if node.status == "ERROR" else "")
+            for depth, node in root.walk()
+        ]
+
+    by_index = sorted(tasks, key=lambda r: r.attributes["nbagent.batch.index"])
+    return [lines(r) for r in by_index], (batch[0] if len(batch) == 1 else batch)
+
+
+def test_a_traced_ray_batch_draws_each_task_as_the_asyncio_backend_does(local_ray: None) -> None:
+    """Tasks that ran on Ray workers reach the calling side's tracer (their events come back
+    with the record): the same span trees as the asyncio backend, linked to the batch span,
+    with the workers' own times, and no task span left open."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import nbagent.tracing as tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.instrument(provider)
+    try:
+        local = make_agent().run_batch(INPUTS, progress=False)
+        local_trees, _ = _task_trees(exporter)
+        exporter.clear()
+        here = make_agent()
+        batch = here.run_batch(INPUTS, backend="ray", factory=make_agent, max_concurrency=3, progress=False)
+        ray_trees, batch_span = _task_trees(exporter)
+    finally:
+        tracing.uninstrument()
+    assert [it.status for it in batch] == [it.status for it in local]
+    assert len(ray_trees) == len(INPUTS)
+    assert ray_trees == local_trees  # same spans, same attributes, the failure an error as here
+    assert any(" ERROR" in line for line in ray_trees[-1])
+    spans = exporter.get_finished_spans()
+    tasks = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert {s.attributes["gen_ai.conversation.id"] for s in tasks} == {it.task_id for it in batch}
+    assert all(link.context.span_id == batch_span.span_id for s in tasks for link in s.links)
+    assert all(len(s.links) == 1 for s in tasks)
+    for s in spans:  # the workers' times: every span inside the batch's, children inside parents
+        assert batch_span.start_ns <= s.start_time <= s.end_time <= batch_span.end_ns
+    by_id = {s.context.span_id: s for s in spans}
+    for s in spans:
+        if s.parent is not None and s.parent.span_id in by_id:
+            parent = by_id[s.parent.span_id]
+            assert parent.start_time <= s.start_time and s.end_time <= parent.end_time
+
+
+def test_an_untraced_ray_batch_sends_no_events_back(local_ray: None) -> None:
+    from nbagent.batch import ray_backend
+
+    record = ray.get(ray.remote(ray_backend.run_task_remote).remote(make_agent, "k1", INPUTS[0], None))
+    assert "events" not in record and record["doc"] is not None
+    traced = ray.get(ray.remote(ray_backend.run_task_remote).remote(make_agent, "k2", INPUTS[0], None, True))
+    assert [e["type"] for e in traced["events"]] == [
+        "TaskCreated", "StepStarted", "ModelCalled", "ToolCalled", "StepCompleted", "StepStarted", "ModelCalled",
+        "StepCompleted", "TaskFinalized",
+    ]

@@ -23,6 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from nbagent import _sync
+from nbagent import events as ev
 from nbagent.batch.isolate import (
     adopt_record,
     check_runner,
@@ -32,6 +33,7 @@ from nbagent.batch.isolate import (
     run_isolated,
     task_record,
 )
+from nbagent.batch.remote_events import EventLog, decode_events, encode_events
 from nbagent.batch.results import BatchTaskError
 
 if TYPE_CHECKING:
@@ -54,8 +56,11 @@ def _import_ray() -> Any:
     return ray
 
 
-def run_task_remote(factory: Any, batch_key: str, text: str, timeout_s: float | None) -> dict[str, Any]:
-    """What a Ray worker runs for one input (a plain function: Ray wraps it)."""
+def run_task_remote(
+    factory: Any, batch_key: str, text: str, timeout_s: float | None, record_events: bool = False
+) -> dict[str, Any]:
+    """What a Ray worker runs for one input (a plain function: Ray wraps it); with
+    ``record_events`` the record holds the task's events too (``remote_events``)."""
     where = f"{socket.gethostname()}:{os.getpid()}"
     runner = _RUNNERS.get(batch_key)
     if runner is None:
@@ -64,8 +69,13 @@ def run_task_remote(factory: Any, batch_key: str, text: str, timeout_s: float | 
             _RUNNERS.pop(next(iter(_RUNNERS)))
         _RUNNERS[batch_key] = runner
     history = frozen_history(runner)
+    log = EventLog(runner) if record_events else None
     start = time.perf_counter()
-    state, response, error = _sync.run_sync(run_isolated(runner, text, history, timeout_s))
+    try:
+        state, response, error = _sync.run_sync(run_isolated(runner, text, history, timeout_s))
+    finally:
+        if log is not None:
+            log.close()
     latency = time.perf_counter() - start
     record: dict[str, Any] = {
         "latency_s": latency,
@@ -73,6 +83,8 @@ def run_task_remote(factory: Any, batch_key: str, text: str, timeout_s: float | 
         "error": None,
         "doc": None,
     }
+    if log is not None and state is not None:
+        record["events"] = encode_events(log.of(state.task_id))
     if error is not None:
         import traceback
 
@@ -98,6 +110,7 @@ async def run(batch: BatchRun, todo: list[int]) -> None:
         remote = remote.options(**batch.ray_options)
     factory_ref = ray.put(batch.factory)
     batch_key = uuid.uuid4().hex
+    record_events = batch.runner.events.wants(ev.TaskReplayed)  # someone here draws remote tasks (tracing)
     pending = list(reversed(todo))
     in_flight: dict[asyncio.Future[Any], tuple[BatchItem, Any, float]] = {}
 
@@ -108,7 +121,7 @@ async def run(batch: BatchRun, todo: list[int]) -> None:
         while pending or in_flight:
             while pending and len(in_flight) < batch.max_concurrency and not batch._stop_requested:
                 item = batch.items[pending.pop()]
-                ref = remote.remote(factory_ref, batch_key, item.input, batch.timeout_s)
+                ref = remote.remote(factory_ref, batch_key, item.input, batch.timeout_s, record_events)
                 fut = asyncio.ensure_future(fetch(ref))
                 in_flight[fut] = (item, ref, time.perf_counter())
                 batch._running[item.index] = fut
@@ -152,6 +165,8 @@ def _finish(batch: BatchRun, item: BatchItem, fut: asyncio.Future[Any], started:
     state = None
     if record.get("doc") is not None:
         try:
+            if record.get("events") is not None:  # told before the task is adopted: its story first
+                _replay(batch, item, record)
             state = adopt_record(batch.runner, record["doc"])
         except Exception as adopt_err:  # noqa: BLE001 - a record that does not load fails its item
             item.error = adopt_err
@@ -165,3 +180,21 @@ def _finish(batch: BatchRun, item: BatchItem, fut: asyncio.Future[Any], started:
     if batch.store is not None:
         batch._save(item, state)
     batch._set_status(item, "done" if item.error is None else "failed")
+
+
+def _replay(batch: BatchRun, item: BatchItem, record: dict[str, Any]) -> None:
+    """Tell the calling runner's listeners what the task did on its worker (``TaskReplayed``),
+    its batch entry among its events as if it had run here."""
+    try:
+        events = decode_events(record["events"], "a batch record")
+    except Exception as err:  # noqa: BLE001 - what the task did is still adopted; only its trace is lost
+        import logging
+
+        logging.getLogger("nbagent.batch").warning("batch item %d: its events could not be read (%s)", item.index, err)
+        return
+    if not events:
+        return
+    first = events[0]
+    task_id = first.task_id
+    entry = ev.BatchTaskStarted(task_id, batch=batch.name, index=item.index, at=first.at)
+    batch.runner.events.emit(ev.TaskReplayed(task_id, events=(first, entry, *events[1:])))

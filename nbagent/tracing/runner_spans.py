@@ -40,6 +40,7 @@ from nbagent.events import (
     TaskCreated,
     TaskDeleted,
     TaskFinalized,
+    TaskReplayed,
     ToolCalled,
     current_step,
 )
@@ -52,7 +53,7 @@ __all__ = ["RunnerTracer", "EVENTS"]
 #: what a tracer listens to (the engine builds no other event for it)
 EVENTS: tuple[type[Event], ...] = (
     TaskCreated, StepStarted, StepCompleted, StepFailed, StepUndone, TaskFinalized, TaskAbandoned,
-    TaskDeleted, RunnerReset, ModelCalled, ToolCalled, BatchStarted, BatchTaskStarted, BatchEnded,
+    TaskDeleted, RunnerReset, ModelCalled, ToolCalled, BatchStarted, BatchTaskStarted, BatchEnded, TaskReplayed,
 )
 
 
@@ -77,13 +78,15 @@ class _Step:
 class _TaskSpans:
     """The open span of one task, and its running steps by step id."""
 
-    __slots__ = ("span", "context", "steps", "count")
+    __slots__ = ("span", "context", "steps", "count", "batch", "failed_at")
 
     def __init__(self, span: Span) -> None:
         self.span = span
         self.context = in_context(span)  # made once: every step span starts under it
         self.steps: dict[str, _Step] = {}
         self.count = 0  # steps run so far (a step's number)
+        self.batch: str | None = None  # the batch it runs in: its span ends with the batch at the latest
+        self.failed_at: float | None = None  # when its last step failed, if it did
 
 
 class RunnerTracer:
@@ -97,6 +100,7 @@ class RunnerTracer:
         self.agent = str(getattr(runner, "name", None) or type(runner).__name__)
         self._tasks: dict[str, _TaskSpans] = {}
         self._batches: dict[str, Span] = {}
+        self._replayed: set[str] = set()  # tasks drawn from a replay, whose adoption is still to come
         self._unsubscribe = runner.events.subscribe(self.on_event, EVENTS)
 
     @property
@@ -153,7 +157,30 @@ class RunnerTracer:
         return found
 
     def _task_created(self, e: TaskCreated) -> None:
+        if e.task_id in self._replayed:  # a task drawn from its replay, adopted now: drawn already
+            self._replayed.discard(e.task_id)
+            return
         self._task(e.task_id, e.at, e.input)
+
+    def _task_replayed(self, e: TaskReplayed) -> None:
+        """A task that ran elsewhere (a Ray worker): drawn from its events, with their times,
+        as if it had run here; its span ends with its last event if none ended it."""
+        for inner in e.events:
+            handler = _HANDLERS.get(type(inner))
+            if handler is not None and type(inner) is not TaskReplayed:
+                handler(self, inner)
+        task = self._tasks.get(e.task_id)
+        if task is not None:  # it did not finish there
+            self._end_unfinished(e.task_id, task, e.events[-1].at if e.events else e.at)
+        self._replayed.add(e.task_id)
+
+    def _end_unfinished(self, task_id: str, task: _TaskSpans, at: float) -> None:
+        """End the span of a task that will not finish (its batch is over): ``failed`` when
+        its last step failed, at that time; else ``stopped``, at ``at``."""
+        if task.failed_at is not None:
+            self._end_task(task_id, "failed", task.failed_at)
+        else:
+            self._end_task(task_id, "stopped", at)
 
     def _end_task(self, task_id: str, status: str, at: float | None = None, output: str | None = None) -> None:
         spans = self._tasks.pop(task_id, None)
@@ -223,6 +250,7 @@ class RunnerTracer:
         span = self._draw_step(task, e.step_id, step, attrs, e.at)
         self._rejected_calls(e.task_id, e.step_id, span, e.at)
         end(span, e.at)
+        task.failed_at = None
 
     def _step_failed(self, e: StepFailed) -> None:
         task = self._tasks.get(e.task_id)
@@ -231,6 +259,7 @@ class RunnerTracer:
             return
         span = self._draw_step(task, e.step_id, step, {"nbagent.step.status": "failed"}, e.at, (e.error_type, e.error))
         end(span, e.at)
+        task.failed_at = e.at
 
     def _step_undone(self, e: StepUndone) -> None:
         task = self._task(e.task_id, e.at)
@@ -346,12 +375,16 @@ class RunnerTracer:
     def _batch_task(self, e: BatchTaskStarted) -> None:
         batch = self._batches.get(e.batch)
         task = self._task(e.task_id, e.at)
+        task.batch = e.batch
         task.span.set_attribute("nbagent.batch.name", e.batch)
         task.span.set_attribute("nbagent.batch.index", e.index)
         if batch is not None:
             task.span.add_link(batch.get_span_context(), {"nbagent.link": "batch"})
 
     def _batch_ended(self, e: BatchEnded) -> None:
+        for task_id, task in list(self._tasks.items()):  # its tasks that never finished: failed or stopped
+            if task.batch == e.batch:
+                self._end_unfinished(task_id, task, e.at)
         span = self._batches.pop(e.batch, None)
         if span is not None:
             span.set_attribute("nbagent.batch.failed", e.failed)
@@ -374,4 +407,5 @@ _HANDLERS: dict[type[Event], Any] = {
     BatchStarted: RunnerTracer._batch_started,
     BatchTaskStarted: RunnerTracer._batch_task,
     BatchEnded: RunnerTracer._batch_ended,
+    TaskReplayed: RunnerTracer._task_replayed,
 }
