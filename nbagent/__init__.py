@@ -34,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     "ChatMemoryBuffer": "nbagent.memory",
     "Memory": "nbagent.session_memory",
     "FunctionTool": "nbagent.tools",
-    "ToolMetadata": "nbagent.tools",
+    "ToolMetadata": "nbagent.tool_metadata",
     "PromptTemplate": "nbagent.prompts",
     "AppendLog": "nbagent.snapshot",
     # tools from MCP servers
@@ -168,7 +168,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
         TaskStep,
         TaskStepOutput,
     )
-    from nbagent.tools import FunctionTool, ToolMetadata
+    from nbagent.tool_metadata import ToolMetadata
+    from nbagent.tools import FunctionTool
     from nbagent.workers.base import BaseAgentWorker
     from nbagent.workers.custom import CustomSimpleAgentWorker
     from nbagent.workers.fn import FnAgentWorker

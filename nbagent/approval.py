@@ -34,13 +34,31 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Union
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
-from pydantic import ValidationError
+from nbagent._lazy import LazyModule
+from nbagent.tools import _validation_message
 
-from nbagent.messages import ToolOutput, ToolSelection
-from nbagent.schema import TaskStep
-from nbagent.tools import FunctionTool, _validation_message
+if TYPE_CHECKING:
+    from nbagent.messages import ToolOutput, ToolSelection
+    from nbagent.schema import TaskStep
+    from nbagent.tools import FunctionTool
+
+
+# imported on first use: ``import nbagent`` defines no pydantic model
+@LazyModule
+def messages() -> ModuleType:
+    from nbagent import messages as module
+
+    return module
+
+
+@LazyModule
+def pydantic() -> ModuleType:
+    import pydantic as module
+
+    return module
 
 __all__ = [
     "APPROVAL_KEY",
@@ -209,7 +227,7 @@ def decide(
         if tool is not None and tool.metadata.fn_schema is not None:
             try:
                 tool.metadata.fn_schema.model_validate(arguments)
-            except ValidationError as e:
+            except pydantic.ValidationError as e:
                 raise ValueError(_validation_message(tool, e)) from None
         check = getattr(tool, "argument_problems", None)  # a tool with a JSON schema (MCP)
         if callable(check):
@@ -234,7 +252,7 @@ def decide(
 def rejection_output(call: ToolSelection, entry: dict[str, Any]) -> ToolOutput:
     """What the model sees for a rejected call: who rejected it and why."""
     reason = entry.get("reason") or "no reason given"
-    return ToolOutput(
+    return messages.ToolOutput(
         content=f"Rejected by {entry.get('by', 'user')}: {reason}. The call was not run.",
         tool_name=call.tool_name,
         raw_input=dict(call.tool_kwargs),
@@ -269,7 +287,7 @@ def split_decided(step: TaskStep) -> list[DecidedCall]:
         args = c["arguments"]
         if entry is not None and entry["decision"] == APPROVED and entry.get("arguments") is not None:
             args = entry["arguments"]
-        sel = ToolSelection(
+        sel = messages.ToolSelection(
             tool_id=c.get("tool_id") or c["call_id"], tool_name=c["tool_name"], tool_kwargs=dict(args)
         )
         rejected = rejection_output(sel, entry) if entry is not None and entry["decision"] == REJECTED else None

@@ -28,12 +28,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nbagent.events import current_step, report_tool_call, tool_call_wanted
-from nbagent.messages import ToolOutput
-from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.tools import THREAD_CALL
+
+if TYPE_CHECKING:
+    from nbagent.messages import ToolOutput
+    from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 __all__ = [
     "JOURNAL_KEY",

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ForwardRef
 
-from nbagent.messages import ChatMessage, MessageRole, as_chat_message
+from nbagent._lazy import LazyModule
 from nbagent.registry import html_view
+
+if TYPE_CHECKING:
+    from nbagent.messages import ChatMessage
+
+
+@LazyModule
+def messages_mod() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import messages as module
+
+    return module
+
 
 __all__ = ["ChatMemoryBuffer", "count_tokens", "DEFAULT_TOKEN_LIMIT"]
 
@@ -30,7 +42,8 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN_RE.findall(text))
 
 
-MemorySnapshot = tuple[list[ChatMessage], list[int], int]
+# the model by name, resolved in its module: ``import nbagent`` defines no model
+MemorySnapshot = tuple[list[ForwardRef("ChatMessage", module="nbagent.messages")], list[int], int]
 
 
 
@@ -95,8 +108,8 @@ class ChatMemoryBuffer:
 
     def put(self, message: ChatMessage) -> None:
         """Append one message (a LlamaIndex ``ChatMessage`` is taken as one of ours)."""
-        if not isinstance(message, ChatMessage):
-            message = as_chat_message(message, "put() takes a ChatMessage")
+        if not isinstance(message, messages_mod.ChatMessage):
+            message = messages_mod.as_chat_message(message, "put() takes a ChatMessage")
         self._messages.append(message)
         self._counts.append(self._count(message))
 
@@ -116,7 +129,7 @@ class ChatMemoryBuffer:
 
     def set(self, messages: Iterable[ChatMessage]) -> None:
         """Replace the whole history."""
-        new = [m if isinstance(m, ChatMessage) else as_chat_message(m, "set() takes ChatMessage objects") for m in messages]
+        new = [m if isinstance(m, messages_mod.ChatMessage) else messages_mod.as_chat_message(m, "set() takes ChatMessage objects") for m in messages]
         self._messages = new
         self._counts = [self._count(m) for m in new]
 
@@ -142,7 +155,8 @@ class ChatMemoryBuffer:
         while start > 0 and used + self._counts[start - 1] <= budget:
             start -= 1
             used += self._counts[start]
-        leading = (MessageRole.TOOL, MessageRole.ASSISTANT) if start > 0 else (MessageRole.TOOL,)
+        role = messages_mod.MessageRole
+        leading = (role.TOOL, role.ASSISTANT) if start > 0 else (role.TOOL,)
         while start < len(self._messages) and self._messages[start].role in leading:
             start += 1
         return self._messages[start:]

@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from nbagent.messages import ChatMessage, MessageRole
+from nbagent._lazy import LazyModule
 from nbagent.registry import provided
 
 if TYPE_CHECKING:
+    from nbagent.messages import ChatMessage
     from nbagent.query_pipeline.model import PromptComponent
+
+
+@LazyModule
+def messages() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import messages as module
+
+    return module
+
 
 __all__ = ["PromptTemplate", "PromptMixin", "PromptDictType", "as_template", "template_text"]
 
@@ -96,7 +106,7 @@ class PromptTemplate:
         >>> [(m.role.value, m.content) for m in PromptTemplate("Hi {name}").format_messages(name="Ada")]
         [('user', 'Hi Ada')]
         """
-        return [ChatMessage(role=MessageRole.USER, content=self.format(**kwargs))]
+        return [messages.ChatMessage(role=messages.MessageRole.USER, content=self.format(**kwargs))]
 
     def as_query_component(self, partial: dict[str, Any] | None = None, **kwargs: Any) -> PromptComponent:
         """This template as a query-pipeline module (``nbagent.query_pipeline``), with the

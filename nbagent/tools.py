@@ -11,12 +11,46 @@ import inspect
 import re
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Any, get_type_hints
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-
-from nbagent.messages import ToolOutput, ToolSelection
+from nbagent._lazy import LazyModule
 from nbagent.registry import html_view
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+    from nbagent.messages import ToolOutput, ToolSelection
+    from nbagent.tool_metadata import ToolMetadata
+
+
+# imported on first use: ``from nbagent import FunctionTool`` defines no pydantic model
+@LazyModule
+def messages() -> ModuleType:
+    from nbagent import messages as module
+
+    return module
+
+
+@LazyModule
+def tool_metadata() -> ModuleType:
+    from nbagent import tool_metadata as module
+
+    return module
+
+
+@LazyModule
+def pydantic() -> ModuleType:
+    import pydantic as module
+
+    return module
+
+
+def __getattr__(name: str) -> Any:
+    """``nbagent.tools.ToolMetadata``, as before: it lives in ``nbagent.tool_metadata``."""
+    if name == "ToolMetadata":
+        return tool_metadata.ToolMetadata
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # what the model is told when a function tool raises; acall_tool(error=...) sets it per agent
 _ERROR_TEXT: ContextVar[str] = ContextVar("nbagent_tool_error_text", default="Error: {type}: {error}")
@@ -102,91 +136,6 @@ def check_local_refs(tool: str, schema: Any, hint: str = "") -> None:
         raise SchemaReferenceError(tool, refs, hint)
 
 
-class ToolMetadata(BaseModel):
-    """What the model is told about a tool."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
-
-    name: str
-    description: str
-    fn_schema: type[BaseModel] | None = None
-    return_direct: bool = False
-    requires_approval: bool = False  # a person approves each call first (nbagent.approval)
-
-    def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the arguments.
-
-        Example:
-
-        >>> from nbagent import FunctionTool
-        >>> def add(a: int, b: int = 0) -> int:
-        ...     "Add two integers."
-        ...     return a + b
-        >>> FunctionTool.from_defaults(add).metadata.parameters()
-        {'additionalProperties': False, 'properties': {'a': {'type': 'integer'}, 'b': {'default': 0, 'type': 'integer'}}, 'required': ['a'], 'type': 'object'}
-        """
-        if self.fn_schema is None:
-            return {"type": "object", "properties": {}}
-        schema = self.fn_schema.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return schema
-
-    def get_parameters_dict(self) -> dict[str, Any]:
-        """The arguments' JSON schema as the reference gives it (titles kept; only ``type``,
-        ``properties``, ``required`` and definitions), e.g. for a prompt that lists tools.
-
-        Example:
-
-        >>> from nbagent import FunctionTool
-        >>> def add(a: int, b: int) -> int:
-        ...     "Add two integers."
-        ...     return a + b
-        >>> FunctionTool.from_defaults(add).metadata.get_parameters_dict()["required"]
-        ['a', 'b']
-        """
-        if self.fn_schema is None:  # the reference's default: one input string
-            return {
-                "type": "object",
-                "properties": {"input": {"title": "input query string", "type": "string"}},
-                "required": ["input"],
-            }
-        schema = self.fn_schema.model_json_schema()
-        return {k: v for k, v in schema.items() if k in ("type", "properties", "required", "definitions", "$defs")}
-
-    @property
-    def fn_schema_str(self) -> str:
-        """``get_parameters_dict()`` as JSON text, as the reference's LLM-compiler prompt shows it."""
-        if self.fn_schema is None:
-            raise ValueError(f"tool {self.name!r} has no fn_schema, so no fn_schema_str")
-        import json  # here, as in the other functions that need it: import nbagent does not load json
-
-        return json.dumps(self.get_parameters_dict(), ensure_ascii=False)
-
-    def to_openai_tool(self) -> dict[str, Any]:
-        """The tool in the OpenAI ``tools=[...]`` format.
-
-        Example:
-
-        >>> from nbagent import FunctionTool
-        >>> def add(a: int, b: int) -> int:
-        ...     "Add two integers."
-        ...     return a + b
-        >>> spec = FunctionTool.from_defaults(add).metadata.to_openai_tool()
-        >>> spec["function"]["name"], spec["function"]["parameters"]["required"]
-        ('add', ['a', 'b'])
-        """
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters(),
-            },
-        }
-
-
 def _doc_params(doc: str) -> tuple[str, dict[str, str]]:
     """Split a docstring into its summary and per-parameter descriptions.
 
@@ -217,23 +166,6 @@ def _doc_params(doc: str) -> tuple[str, dict[str, str]]:
             summary_lines.append(line)
     summary = " ".join(" ".join(summary_lines).split())
     return summary, params
-
-
-def _schema_from_signature(fn: Callable[..., Any], name: str, doc_params: dict[str, str]) -> type[BaseModel]:
-    sig = inspect.signature(fn)
-    try:
-        hints = get_type_hints(fn)
-    except Exception:
-        hints = {}
-    fields: dict[str, Any] = {}
-    for pname, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        annotation = hints.get(pname, Any)
-        default = ... if param.default is param.empty else param.default
-        fields[pname] = (annotation, Field(default, description=doc_params.get(pname)))
-    model_name = "".join(p.capitalize() for p in re.split(r"[^A-Za-z0-9]", name) if p) or "Tool"
-    return create_model(f"{model_name}Args", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 class FunctionTool:
@@ -278,12 +210,12 @@ class FunctionTool:
             )
         summary, params = _doc_params(inspect.getdoc(fn) or "")
         if fn_schema is None:
-            fn_schema = _schema_from_signature(fn, name, params)
+            fn_schema = tool_metadata.schema_from_signature(fn, name, params)
         if description is None:
             description = summary or f"{name}{inspect.signature(fn)}"
         if not isinstance(requires_approval, bool):
             raise TypeError(f"requires_approval must be True or False, got {requires_approval!r}")
-        meta = ToolMetadata(
+        meta = tool_metadata.ToolMetadata(
             name=name,
             description=description,
             fn_schema=fn_schema,
@@ -315,14 +247,14 @@ class FunctionTool:
         return {k: getattr(model, k) for k in type(model).model_fields}
 
     def _output(self, kwargs: dict[str, Any], raw: Any) -> ToolOutput:
-        if isinstance(raw, ToolOutput):
+        if isinstance(raw, messages.ToolOutput):
             return raw
         # as on the reference: the model reads str() of the value (a dict's repr, an agent
         # output's text); the value itself stays in raw_output
-        return ToolOutput(content=str(raw), tool_name=self.name, raw_input=kwargs, raw_output=raw)
+        return messages.ToolOutput(content=str(raw), tool_name=self.name, raw_input=kwargs, raw_output=raw)
 
     def _error(self, kwargs: dict[str, Any], message: str) -> ToolOutput:
-        return ToolOutput(
+        return messages.ToolOutput(
             content=f"Error: {message}", tool_name=self.name, raw_input=kwargs, is_error=True
         )
 
@@ -361,7 +293,7 @@ class FunctionTool:
             )
         try:
             args = self._validate(kwargs)
-        except ValidationError as e:
+        except pydantic.ValidationError as e:
             return self._error(kwargs, _validation_message(self, e))
         if in_thread and not self.is_async:
             import asyncio  # not at import: nbagent's import stays light
@@ -377,7 +309,7 @@ class FunctionTool:
         return self._output(kwargs, raw)
 
     def _raised(self, kwargs: dict[str, Any], error: Exception) -> ToolOutput:
-        return ToolOutput(
+        return messages.ToolOutput(
             content=_ERROR_TEXT.get().format(type=type(error).__name__, error=error).strip(),
             tool_name=self.name,
             raw_input=kwargs,
@@ -544,7 +476,7 @@ async def acall_tool(
     tool = tools.get(selection.tool_name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "(none)"
-        out = ToolOutput(
+        out = messages.ToolOutput(
             content=f"{missing.format(name=selection.tool_name)} Available tools: {known}",
             tool_name=selection.tool_name,
             raw_input=selection.tool_kwargs,

@@ -8,6 +8,7 @@ burn-down lists ended empty and are gone. docs/architecture.md describes the lay
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import re
 import shutil
@@ -16,6 +17,7 @@ import sys
 import textwrap
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import grimp
 import pytest
@@ -183,16 +185,82 @@ def test_import_nbagent_and_the_first_names_stays_light() -> None:
     """Nothing heavy is loaded before it is used. Neither are asyncio (and concurrent.futures),
     which the first call that needs an event loop imports (``nbagent._sync``), nor the event
     classes (``nbagent.event_types``, read through ``nbagent.events`` when first emitted), nor
-    logging, json or traceback, imported by the functions that use them."""
+    logging, json or traceback, imported by the functions that use them. Nor pydantic: no model
+    is defined until the first task, message or tool is made (``nbagent._lazy``)."""
     code = (
         "import sys\nimport nbagent\nfrom nbagent import AgentRunner, ReActAgent, FunctionTool\n"
         "heavy = ['nbagent.viz', 'nbagent.store', 'nbagent.batch', 'sqlite3', 'openai', 'ipywidgets',"
         " 'graphviz', 'IPython', 'asyncio', 'concurrent.futures', 'nbagent.event_types', 'logging',"
-        " 'json', 'traceback']\nprint([m for m in heavy if m in sys.modules])\n"
+        " 'json', 'traceback', 'pydantic', 'pydantic.main', 'pydantic_core', 'nbagent.schema',"
+        " 'nbagent.messages', 'nbagent._lean', 'nbagent.tool_metadata']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], env=_lint_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_first_use_after_the_light_import_loads_the_models() -> None:
+    """What the light import leaves out comes on first use, in a fresh process: a tool (its
+    metadata and argument model), a call with bad arguments (a validation error caught by
+    name), a task and its steps, an approval whose edited arguments are refused, the models'
+    old import paths."""
+    code = textwrap.dedent(
+        """\
+        import sys
+        from nbagent import AgentRunner, ReActAgent, FunctionTool
+        assert 'pydantic' not in sys.modules
+        from nbagent import FunctionCallingAgent, ScriptedLLM, tool_call
+        def add(a: int, b: int) -> int:
+            'Add.'
+            return a + b
+        tool = FunctionTool.from_defaults(add, requires_approval=True)
+        assert 'pydantic.main' in sys.modules
+        print(tool.call(a='x', b=1).is_error, tool(2, 3).content)
+        agent = FunctionCallingAgent.from_tools([tool], llm=ScriptedLLM([tool_call('add', a=1, b=2), '3']))
+        task = agent.create_task('go')
+        agent.run_step(task)
+        [call] = agent.pending_approvals(task)
+        try:
+            agent.approve(task, call.call_id, arguments={'a': 'x', 'b': 2})
+        except ValueError as err:
+            print('refused:', 'invalid arguments' in str(err))
+        agent.approve(task, call.call_id)
+        out = agent.run_step(task)
+        print(out.is_last, [o.content for o in out.output.sources])
+        out = agent.run_step(task.task_id)
+        print(out.is_last, str(out.output))
+        from nbagent.tools import ToolMetadata
+        from nbagent.tool_metadata import ToolMetadata as Meta
+        from nbagent.schema import TaskStep
+        print(ToolMetadata is Meta, isinstance(out.task_step, TaskStep))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=_lint_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True 5", "refused: True", "False ['3']", "True 3", "True True"]
+
+
+def test_a_lazy_module_imports_on_the_first_name_read_and_once() -> None:
+    from nbagent._lazy import LazyModule
+
+    loads: list[str] = []
+
+    def load() -> Any:
+        import json
+
+        loads.append("json")
+        return json
+
+    lazy = LazyModule(load)
+    assert not hasattr(lazy, "__wrapped__") and copy.copy(lazy) is not None  # probes do not import
+    assert loads == []
+    assert lazy.dumps is lazy.dumps and lazy.dumps([1]) == "[1]"
+    assert loads == ["json"]  # the name is kept: one import
+    with pytest.raises(AttributeError, match="nope"):
+        lazy.nope
+    with pytest.raises(AttributeError, match="on the module itself"):
+        lazy.dumps = None
 
 
 def test_a_plain_step_imports_no_opentelemetry() -> None:

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from nbagent._lazy import LazyModule
 from nbagent.engine.state import TaskState
-from nbagent.schema import Task, TaskStep, TaskStepOutput
+
+if TYPE_CHECKING:
+    from nbagent.schema import Task, TaskStep, TaskStepOutput
+
+
+@LazyModule
+def schema() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import schema as module
+
+    return module
 
 __all__ = ["AgentState", "DAGAgentState"]
 
@@ -40,7 +51,7 @@ class AgentState:
         self.task_dict: dict[str, TaskState] = task_dict
 
     def _state(self, task_id: str) -> TaskState:
-        if isinstance(task_id, Task):
+        if isinstance(task_id, schema.Task):
             task_id = task_id.task_id
         state = self.task_dict.get(task_id)
         if state is None:

@@ -15,12 +15,12 @@ from nbagent import calls
 from nbagent import events as ev
 from nbagent.engine.errors import TaskStateError
 from nbagent.engine.state import StepStatus, TaskState
-from nbagent.schema import TaskStep
 from nbagent.tools import FunctionTool
 
 if TYPE_CHECKING:
     from nbagent.engine.errors import TaskRef
     from nbagent.engine.step_engine import StepEngine
+    from nbagent.schema import TaskStep
 
 __all__ = ["AwaitingApprovalError", "pending_approvals", "approve", "reject", "check_decided"]
 

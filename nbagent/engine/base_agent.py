@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbagent.messages import ChatMessage
 from nbagent.prompts import PromptMixin
-from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse
+
+if TYPE_CHECKING:
+    from nbagent.messages import ChatMessage
+    from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse
 
 __all__ = ["BaseAgent", "query_text"]
 

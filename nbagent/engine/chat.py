@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from nbagent import _sync
+from nbagent._lazy import LazyModule
 from nbagent.engine import streaming, txn
 from nbagent.engine.base_agent import query_text
 from nbagent.engine.core import ChatResponseType, Mode, StepCore
@@ -16,10 +18,27 @@ from nbagent.engine.errors import TaskRef, TaskStateError
 from nbagent.engine.state import TaskState
 from nbagent import events as ev
 from nbagent.memory import ChatMemoryBuffer
-from nbagent.messages import ChatMessage, ToolOutput
-from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStepOutput
+
+if TYPE_CHECKING:
+    from nbagent.messages import ChatMessage, ToolOutput
+    from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStepOutput
 
 __all__ = ["ChatLoop"]
+
+
+# imported on first use: ``import nbagent`` defines no model
+@LazyModule
+def messages() -> ModuleType:
+    from nbagent import messages as module
+
+    return module
+
+
+@LazyModule
+def schema() -> ModuleType:
+    from nbagent import schema as module
+
+    return module
 
 
 class ChatLoop(StepCore):
@@ -33,7 +52,7 @@ class ChatLoop(StepCore):
         extra = state.task.extra_state.get("sources")
         if isinstance(extra, list):
             ids = {id(s) for s in seen}
-            seen.extend(s for s in extra if isinstance(s, ToolOutput) and id(s) not in ids)
+            seen.extend(s for s in extra if isinstance(s, messages.ToolOutput) and id(s) not in ids)
         return seen
 
     def finalize_response(
@@ -66,12 +85,12 @@ class ChatLoop(StepCore):
                 f"the last step (is_last=True), got step {step_output.task_step.step_id!r}"
             )
         output = step_output.output
-        if not isinstance(output, (AgentChatResponse, StreamingAgentChatResponse)):
-            output = AgentChatResponse(response="" if output is None else str(output))
+        if not isinstance(output, (schema.AgentChatResponse, schema.StreamingAgentChatResponse)):
+            output = schema.AgentChatResponse(response="" if output is None else str(output))
             step_output.output = output
         sources = self._sources(state)
         output.sources = sources
-        if isinstance(output, StreamingAgentChatResponse) and not output.is_done:
+        if isinstance(output, schema.StreamingAgentChatResponse) and not output.is_done:
             output.add_done_callback(lambda text: self._finish(state, output, text))
         else:
             self._finish(state, output, output.response)
@@ -81,13 +100,13 @@ class ChatLoop(StepCore):
         """The answer of a step whose reply still streams: finalized at the end of its stream,
         if the step turns out to be the last one."""
         stream = step_output.output
-        assert isinstance(stream, StreamingAgentChatResponse)
+        assert isinstance(stream, schema.StreamingAgentChatResponse)
 
         def when_read(text: str) -> None:
             if step_output.is_last:
                 answer = step_output.output  # the stream, or what the step ended saying instead
-                if not isinstance(answer, (AgentChatResponse, StreamingAgentChatResponse)):
-                    answer = step_output.output = AgentChatResponse(response=str(answer))
+                if not isinstance(answer, (schema.AgentChatResponse, schema.StreamingAgentChatResponse)):
+                    answer = step_output.output = schema.AgentChatResponse(response=str(answer))
                 answer.sources = self._sources(state)
                 self._finish(state, answer, text if answer is stream else answer.response)
                 return
@@ -162,8 +181,8 @@ class ChatLoop(StepCore):
         if output is self.state_of(task).streaming:  # a reply still streams: it may not be the answer
             return streaming.chat_stream(self, task.task_id, output)
         response = self.finalize_response(task.task_id, output)
-        if mode == "stream" and isinstance(response, AgentChatResponse):
-            stream = StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
+        if mode == "stream" and isinstance(response, schema.AgentChatResponse):
+            stream = schema.StreamingAgentChatResponse(iter([response.response]), sources=response.sources)
             stream.structured_response = response.structured_response  # a typed answer stays typed
             return stream
         return response
@@ -198,7 +217,7 @@ class ChatLoop(StepCore):
     ) -> AgentChatResponse:
         """Run a whole task for ``message`` and return the answer."""
         response = await self._achat(message, chat_history, tool_choice, "wait")
-        if isinstance(response, StreamingAgentChatResponse):
+        if isinstance(response, schema.StreamingAgentChatResponse):
             return await response.aget_response()
         return response
 
@@ -219,7 +238,7 @@ class ChatLoop(StepCore):
     ) -> StreamingAgentChatResponse:
         """Run a task; the answer comes back as a stream of tokens."""
         response = await self._achat(message, chat_history, tool_choice, "stream")
-        assert isinstance(response, StreamingAgentChatResponse)
+        assert isinstance(response, schema.StreamingAgentChatResponse)
         return response
 
     def stream_chat(
@@ -241,7 +260,7 @@ class ChatLoop(StepCore):
         # never swapped out, not even while the query runs
         own = ChatMemoryBuffer(token_limit=self.memory.token_limit, tokenizer_fn=self.memory.tokenizer_fn)
         response = await self._achat(query, None, None, "wait", memory=own)
-        if isinstance(response, StreamingAgentChatResponse):
+        if isinstance(response, schema.StreamingAgentChatResponse):
             return await response.aget_response()
         return response
 

@@ -11,21 +11,36 @@ changes (``_snapshot_step``, ``_take_step``, ``_roll_back``, ``_commit``, ``_cla
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Literal, Union
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, ForwardRef, Literal, Union
 
 from nbagent import _sync, calls
+from nbagent._lazy import LazyModule
 from nbagent.engine import approvals, streaming, txn
 from nbagent.engine.errors import TaskRef, TaskStateError, busy_message
 from nbagent.engine.state import StepSnapshot, TaskState, TaskStatus
 from nbagent.engine.tasks import TaskHolder
 from nbagent import events as ev
 from nbagent.events import StepContext, _reset_current, _set_current
-from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStep, TaskStepOutput
+
+if TYPE_CHECKING:
+    from nbagent.schema import AgentChatResponse, StreamingAgentChatResponse, TaskStep, TaskStepOutput
 
 __all__ = ["StepCore", "Mode", "ChatResponseType"]
 
 Mode = Literal["wait", "stream"]
-ChatResponseType = Union[AgentChatResponse, StreamingAgentChatResponse]
+# the models by name, resolved in their module: ``import nbagent`` defines no model
+ChatResponseType = Union[
+    ForwardRef("AgentChatResponse", module="nbagent.schema"),
+    ForwardRef("StreamingAgentChatResponse", module="nbagent.schema"),
+]
+
+
+@LazyModule
+def schema() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import schema as module
+
+    return module
 
 
 class StepCore(TaskHolder):
@@ -192,7 +207,7 @@ class StepCore(TaskHolder):
                 output = await self.agent_worker.astream_step(picked, task, **kwargs)
             else:
                 output = await self.agent_worker.arun_step(picked, task, **kwargs)
-            if not isinstance(output, TaskStepOutput):
+            if not isinstance(output, schema.TaskStepOutput):
                 raise TypeError(
                     f"{type(self.agent_worker).__name__} returned {type(output).__name__}; "
                     "a step must return a TaskStepOutput"

@@ -8,20 +8,31 @@ restores), and emits an event.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nbagent import _sync, calls
+from nbagent._lazy import LazyModule
 from nbagent.approval import withdraw_used
 from nbagent.engine import approvals, holds, streaming, txn
 from nbagent.engine.core import StepCore
 from nbagent.engine.errors import TaskRef, TaskStateError, busy_message
 from nbagent.engine.state import TaskState
 from nbagent import events as ev
-from nbagent.schema import SkippedOutput, TaskStep, TaskStepOutput
+
+if TYPE_CHECKING:
+    from nbagent.schema import TaskStep, TaskStepOutput
 
 __all__ = ["StepEdits"]
 
 _T = TypeVar("_T")
+
+
+@LazyModule
+def schema() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import schema as module
+
+    return module
 
 
 class StepEdits(StepCore):
@@ -80,7 +91,7 @@ class StepEdits(StepCore):
             state.step_queue.remove(step)
             # the next step carries the state on, but not the skipped step's tool journal
             follow = [] if step.next_steps else [step.get_next_step(step_state=calls.without_journal(step.step_state))]
-            output = TaskStepOutput(output=SkippedOutput(reason=reason), task_step=step, next_steps=follow,
+            output = schema.TaskStepOutput(output=schema.SkippedOutput(reason=reason), task_step=step, next_steps=follow,
                                     is_last=False)
             output._set_measured(latency_s=0.0, input=step.input)
             self._commit(state, step, output, snap)

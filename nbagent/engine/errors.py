@@ -7,16 +7,16 @@ registry) and the views can raise and catch them without importing ``AgentRunner
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
-
-from nbagent.schema import Task
+from typing import TYPE_CHECKING, ForwardRef, Union
 
 if TYPE_CHECKING:
     from nbagent.engine.state import TaskState
+    from nbagent.schema import Task
 
 __all__ = ["TaskRef", "UnknownTaskError", "TaskStateError", "busy_message"]
 
-TaskRef = Union[Task, str]
+# the model by name, resolved in its module: ``import nbagent`` defines no model
+TaskRef = Union[ForwardRef("Task", module="nbagent.schema"), str]
 
 
 class UnknownTaskError(KeyError):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nbagent import events as ev
-from nbagent.schema import TaskStep
 
 if TYPE_CHECKING:
     from nbagent.engine.errors import TaskRef
     from nbagent.engine.step_engine import StepEngine
+    from nbagent.schema import TaskStep
 
 __all__ = ["release_step", "hold_step"]
 

@@ -11,13 +11,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.approval import is_awaiting
 from nbagent.calls import scan_call_ids
-from nbagent.memory import MemorySnapshot
 from nbagent.snapshot import restore_dict, snapshot_dict
-from nbagent.schema import Task, TaskStep, TaskStepOutput
+
+if TYPE_CHECKING:
+    from nbagent.memory import MemorySnapshot
+    from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 _NO_STATE: dict[str, Any] = {}  # shared by every snapshot of an empty state; never written
 

@@ -17,24 +17,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
+from nbagent._lazy import LazyModule
 from nbagent.events import StepContext, _reset_current, _set_current
 from nbagent.engine import txn
 from nbagent.engine.state import TaskState
-from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
 
 if TYPE_CHECKING:
     from nbagent.engine.step_engine import StepEngine
+    from nbagent.schema import StreamingAgentChatResponse, TaskStepOutput
 
 __all__ = ["is_open", "stream_on", "end_streamed_step", "aend_streamed_step", "chat_stream"]
+
+
+@LazyModule
+def schema() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import schema as module
+
+    return module
 
 
 def is_open(output: TaskStepOutput) -> bool:
     """The step's reply is still streaming (its end has not been read)."""
     stream = output.output
-    return isinstance(stream, StreamingAgentChatResponse) and not stream.is_done and stream.error is None
+    return isinstance(stream, schema.StreamingAgentChatResponse) and not stream.is_done and stream.error is None
 
 
 def stream_on(
@@ -44,7 +53,7 @@ def stream_on(
     reported (``TokenStreamed``) as the caller reads them, the model's usage counts for the
     step, and the step ends, or fails, where the stream does."""
     stream = output.output
-    assert isinstance(stream, StreamingAgentChatResponse)
+    assert isinstance(stream, schema.StreamingAgentChatResponse)
     state.streaming = output
     ctx.tokens_muted = True  # the stream reports what its reader gets, once
     tid, sid = state.task_id, ctx.step_id
@@ -87,14 +96,14 @@ async def aend_streamed_step(state: TaskState) -> None:
     """A step whose streamed reply nobody read to its end ends now (its tokens stay in its
     response), so that the call that needs the task sees it as ``run_step`` left it."""
     out = state.streaming
-    if out is not None and isinstance(out.output, StreamingAgentChatResponse):
+    if out is not None and isinstance(out.output, schema.StreamingAgentChatResponse):
         await out.output.aget_response()
 
 
 def end_streamed_step(state: TaskState) -> None:
     """``aend_streamed_step`` from sync code (undo, skip, goto, fork, decisions, abandon)."""
     out = state.streaming
-    if out is not None and isinstance(out.output, StreamingAgentChatResponse):
+    if out is not None and isinstance(out.output, schema.StreamingAgentChatResponse):
         out.output.get_response()
 
 
@@ -125,7 +134,7 @@ def chat_stream(runner: StepEngine, task_id: str, first: TaskStepOutput) -> Stre
         chat.metadata.update(getattr(final, "metadata", None) or {})
         chat.structured_response = final.structured_response
 
-    chat = StreamingAgentChatResponse(tokens(), strip_end=True)
+    chat = schema.StreamingAgentChatResponse(tokens(), strip_end=True)
     box.append(chat)
     return chat
 
@@ -135,7 +144,7 @@ async def _what_it_says(out: TaskStepOutput) -> AsyncIterator[tuple[str, bool]]:
     reply still streaming, read to its end (the step ends with it); then, from the last step,
     its answer if that is not what streamed (a return_direct tool's output)."""
     stream = out.output
-    if isinstance(stream, StreamingAgentChatResponse) and not stream.is_done:
+    if isinstance(stream, schema.StreamingAgentChatResponse) and not stream.is_done:
         anew = True
         async for piece in stream.async_response_gen():
             yield piece, anew

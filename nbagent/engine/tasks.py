@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbagent._compat import pop_callback_manager, warn_callback_manager
+from nbagent._lazy import LazyModule
 from nbagent.engine.agent_state import AgentState
 from nbagent.engine.base_agent import BaseAgent
 from nbagent.engine.errors import TaskRef, UnknownTaskError
@@ -21,13 +23,21 @@ from nbagent.engine.state import TaskState
 from nbagent import events as ev
 from nbagent.events import EventDispatcher, announce_source
 from nbagent.memory import ChatMemoryBuffer
-from nbagent.messages import ChatMessage
 from nbagent.prompts import PromptMixin
-from nbagent.schema import Task, TaskStep, TaskStepOutput
 from nbagent.workers.base import BaseAgentWorker
 
 if TYPE_CHECKING:
     from nbagent.engine.txn import Claim
+    from nbagent.messages import ChatMessage
+    from nbagent.schema import Task, TaskStep, TaskStepOutput
+
+
+@LazyModule
+def schema() -> ModuleType:  # imported on first use: ``import nbagent`` defines no model
+    from nbagent import schema as module
+
+    return module
+
 
 __all__ = ["TaskHolder"]
 
@@ -145,7 +155,7 @@ class TaskHolder(BaseAgent):
 
     def state_of(self, task: TaskRef) -> TaskState:
         """The TaskState of a task or task id; an unknown id is a clear error."""
-        task_id = task.task_id if isinstance(task, Task) else task
+        task_id = task if type(task) is str else task.task_id if isinstance(task, schema.Task) else task
         if not isinstance(task_id, str):
             raise TypeError(f"expected a Task or a task id (str), got {type(task).__name__}")
         state = self._tasks.get(task_id)
@@ -184,13 +194,13 @@ class TaskHolder(BaseAgent):
         """A new task with its first step queued. ``memory`` (default: the runner's) is the
         conversation it reads; ``adds_to_memory=False`` keeps its messages out of the runner's
         memory when it finalizes (``query``). Listeners hear ``TaskCreated`` once all is set."""
-        task = Task(input=input, memory=self.memory if memory is None else memory, extra_state=extra_state, **fields)
+        task = schema.Task(input=input, memory=self.memory if memory is None else memory, extra_state=extra_state, **fields)
         task._runner = self
         state = TaskState(
             task=task, keep_history=self.keep_history, call_ids_known=True, adds_to_memory=adds_to_memory
         )
         first = self.agent_worker.initialize_step(task)
-        if not isinstance(first, TaskStep):
+        if not isinstance(first, schema.TaskStep):
             raise TypeError(
                 f"{type(self.agent_worker).__name__}.initialize_step must return a TaskStep, "
                 f"got {type(first).__name__}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.engine.agent_state import AgentState
 from nbagent.engine.base_agent import BaseAgent, query_text
@@ -26,13 +26,15 @@ from nbagent.engine.core import ChatResponseType, Mode
 from nbagent.engine.errors import TaskRef, TaskStateError, UnknownTaskError
 from nbagent.engine.step_engine import StepEngine
 from nbagent.memory import ChatMemoryBuffer
-from nbagent.messages import ChatMessage
 from nbagent.runner.batching import RunnerBatch
 from nbagent.runner.cost import RunnerPricing
 from nbagent.runner.persistence import RunnerPersistence
 from nbagent.runner.timetravel import RunnerTimeTravel
 from nbagent.runner.views import RunnerViews
 from nbagent.workers.base import BaseAgentWorker
+
+if TYPE_CHECKING:
+    from nbagent.messages import ChatMessage
 
 __all__ = [
     "AgentRunner", "ReActAgent", "FunctionCallingAgent", "OpenAIAgent", "OldOpenAIAgent", "OldReActAgent",

@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbagent.engine.step_engine import StepEngine
-from nbagent.schema import AgentChatResponse
 
 if TYPE_CHECKING:
     from nbagent.batch import BatchRun
+    from nbagent.schema import AgentChatResponse
 
 __all__ = ["RunnerBatch"]
 

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.engine.errors import TaskRef
 from nbagent.engine.step_engine import StepEngine
-from nbagent.schema import TaskStep
 
 if TYPE_CHECKING:
     from nbagent.branches import Branch, BranchComparison
+    from nbagent.schema import TaskStep
 
 __all__ = ["RunnerTimeTravel"]
 

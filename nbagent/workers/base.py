@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from nbagent import _sync
 from nbagent.prompts import PromptMixin
 from nbagent.registry import html_view, provided
-from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
+    from nbagent.schema import Task, TaskStep, TaskStepOutput
 
 __all__ = ["BaseAgentWorker", "EmptyResponseError", "person_input"]
 
