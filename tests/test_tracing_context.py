@@ -212,3 +212,33 @@ def test_untraced_a_step_opens_nothing_for_its_code() -> None:
     runner = FunctionCallingAgent.from_tools([], llm=FunctionLLM(model))
     runner.chat("hello")
     assert seen == [(True, None, trace.INVALID_SPAN)]
+
+
+def test_a_sampled_out_step_takes_the_spans_its_code_makes_with_it() -> None:
+    """A step span the sampler dropped is still the current span (not recording, same trace):
+    under a parent-based sampler the spans its code makes are dropped with it, not exported
+    as roots of traces of their own. A no-op provider's span carries no trace: nothing is made current."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+    from opentelemetry.trace import NoOpTracerProvider
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    user = provider.get_tracer("user")
+    seen: list[Any] = []
+
+    def model(messages: Any, tools: Any) -> str:
+        seen.append(trace.get_current_span())
+        with user.start_as_current_span("POST"):
+            return "hi"
+
+    runner = FunctionCallingAgent.from_tools([], llm=FunctionLLM(model))
+    tracing.trace_runner(runner, provider)
+    runner.chat("hello")
+    assert exporter.get_finished_spans() == ()
+    assert seen[0].get_span_context().is_valid and not seen[0].is_recording()
+
+    quiet = FunctionCallingAgent.from_tools([], llm=FunctionLLM(model))
+    tracing.trace_runner(quiet, NoOpTracerProvider())
+    quiet.chat("hello")
+    assert seen[1] is trace.INVALID_SPAN

@@ -218,7 +218,9 @@ class RunnerTracer:
         span = child(self.tracer, f"step {task.count}", task.context, e.at, attrs)
         task.steps[e.step_id] = _Step(span, e.at, task.count, e.input)
         ctx = current_step()
-        if ctx is not None and ctx.step_id == e.step_id:  # heard in the step's own context: its code runs under the span
+        # heard in the step's own context: its code runs under the span (a no-op provider's
+        # span carries no trace: nothing to run under)
+        if ctx is not None and ctx.step_id == e.step_id and span.get_span_context().is_valid:
             token = otel_context.attach(in_context(span))
             ctx.on_exit(lambda: otel_context.detach(token))
 
