@@ -399,13 +399,12 @@ def model_data(v: BaseModel, plan: _Plan, encode: Encode, path: Path_) -> dict[s
     """A model's fields as its record's ``data`` holds them: those left at an empty default
     are left out, values that are not JSON scalars go through ``encode``."""
     data: dict[str, Any] = {}
-    fields = v.__dict__
+    get = v.__dict__.get
     for name, attr, default, empty, info, enum_type in plan[1]:
-        value = fields.get(name, None)
+        value = get(name)
         if value is None:
-            if default is None:
-                continue
-            data[name] = None
+            if default is not None:
+                data[name] = None
             continue
         tv = type(value)
         if tv is str:

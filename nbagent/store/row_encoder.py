@@ -54,6 +54,7 @@ class NotQuick(Exception):
 
 
 _EMPTY: tuple[Any, ...] = ()
+_CONTAINERS = (ChatMemoryBuffer, AppendLog, Memory)  # the kinds whose items are rows of their own
 
 
 class StoreEncoder(ValueEncoder):
@@ -109,27 +110,30 @@ class StoreEncoder(ValueEncoder):
         its own, else None; a container met for the first time gets its rows (``token``: how
         a snapshot's token is encoded)."""
         w = self.w
-        found = w.refs.get(id(v))
+        refs = w.refs
+        found = refs.get(id(v))
         if found is not None and found[1] is v:
             w.touched.add(found[2])
             return found[0]  # type: ignore[no-any-return]
         t = type(v)
-        if t is ChatMemoryBuffer or t is AppendLog or t is Memory:
-            return w.container(v)
         if t is tuple:
-            if (len(v) == 3 or (len(v) == 4 and type(v[3]) is int)) and type(v[2]) is int:
+            size = len(v)
+            if (size == 3 or (size == 4 and type(v[3]) is int)) and type(v[2]) is int:
                 # a memory's snapshot (its message list, its counts, how many; a session
                 # Memory's also how many are archived): {"$c": k, "t": n} / {..., "a": archived}
-                refs = w.refs
                 m, c = refs.get(id(v[0])), refs.get(id(v[1]))
                 if m is not None and c is not None and m[1] is v[0] and c[1] is v[1] and m[2] == c[2] \
                         and m[0].get("p") == "m" and c[0].get("p") == "c":
-                    w.touched.add(m[2])
-                    return {"$c": m[2], "t": v[2]} if len(v) == 3 else {"$c": m[2], "t": v[2], "a": v[3]}
-        elif t is _Saved and not v.is_copy and type(v.value) in (ChatMemoryBuffer, AppendLog, Memory):
-            # a memory's or log's own snapshot: {"$c": k, "s": its token}
-            ref = w.container(v.value)
-            return {"$c": ref["$c"], "s": token(v.token, path)}
+                    k = m[2]
+                    w.touched.add(k)
+                    return {"$c": k, "t": v[2]} if size == 3 else {"$c": k, "t": v[2], "a": v[3]}
+        elif t is _Saved:
+            obj = v.value
+            if not v.is_copy and type(obj) in _CONTAINERS:
+                # a memory's or log's own snapshot: {"$c": k, "s": its token}
+                return {"$c": w.container(obj)["$c"], "s": token(v.token, path)}
+        elif t in _CONTAINERS:
+            return w.container(v)
         return None
 
     def _view_ref(self, v: PrefixView[Any]) -> dict[str, Any] | None:

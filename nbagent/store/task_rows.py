@@ -84,7 +84,8 @@ def write_task(w: Writer, state: TaskState, dirty: set[str] | None) -> None:
         rec = records.output_record(out, (((None, "task"), tid), ".output"), known, m.out_n)
         add(OutputRecord.build(seq, n, fresh[n], rec))
     _list_rows(w, True, m.history, state.history, tid, m, known)
-    _list_rows(w, False, m.failures, state.failures, tid, m, known)
+    if m.failures or state.failures:  # (almost every task has none)
+        _list_rows(w, False, m.failures, state.failures, tid, m, known)
     w.sync_containers()  # a snapshot may have named a container first
     # the task's own row
     final = state.final_response
@@ -93,14 +94,15 @@ def write_task(w: Writer, state: TaskState, dirty: set[str] | None) -> None:
         enc.steps = known  # type: ignore[assignment]
         enc.output_index = m.out_n
         final = enc.done(enc.value(final, ((None, f"task {tid}"), ".final_response")))
-    fixed, rest = task_head(state, mem_ref, scratch_ref, extra_ref, sorted(state.running, key=m.place_of), final)
-    key = tuple(fixed.values())
+    key = (tid, task.input, mem_ref, scratch_ref, extra_ref, state.keep_history, state.adds_to_memory)
     if m.fixed != key:  # what rarely changes is encoded once (the input may be long)
         m.fixed = key
-        m.fixed_text = dumps(fixed)[:-1]
+        m.fixed_text = dumps(head_fixed(state, mem_ref, scratch_ref, extra_ref))[:-1]
+    running = state.running
+    rest = head_rest(state, sorted(running, key=m.place_of) if running else [], final)
     head = m.fixed_text + "," + dumps(rest)[1:]  # = dumps({**fixed, **rest})
     w.sync_containers()
-    _task_row(w, state, m, head)
+    _task_row(w, state, m, head, rest["status"])
 
 
 def task_head(
@@ -108,6 +110,12 @@ def task_head(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A task row's head, as the fields that rarely change and the rest (its JSON is that of
     the two dicts in one: ``{**fixed, **rest}``)."""
+    return head_fixed(state, memory, scratch, extra), head_rest(state, running, final)
+
+
+def head_fixed(state: TaskState, memory: Any, scratch: Any, extra: Any) -> dict[str, Any]:
+    """The fields of a task row's head that rarely change (written again when one of the
+    task's id, input, memories, state dict, ``keep_history`` or ``adds_to_memory`` does)."""
     fixed = {
         "task_id": state.task_id,
         "input": state.task.input,
@@ -118,21 +126,26 @@ def task_head(
     }
     if not state.adds_to_memory:
         fixed["adds_to_memory"] = False
-    rest = {
+    return fixed
+
+
+def head_rest(state: TaskState, running: list[str], final: Any) -> dict[str, Any]:
+    """The fields of a task row's head that a step changes."""
+    edges = state.undone_edges
+    undone = state.undone_ids
+    return {
         "status": state.status.value,
         "queue": running + [s.step_id for s in state.step_queue],
-        "undone_edges": [[a, b] for a, b in state.undone_edges],
-        "undone_ids": sorted(state.undone_ids),
+        "undone_edges": [[a, b] for a, b in edges] if edges else [],
+        "undone_ids": sorted(undone) if undone else [],
         "finalized": state.finalized,
         "abandoned": state.abandoned,
         "final_response": final,
     }
-    return fixed, rest
 
 
-def _task_row(w: Writer, state: TaskState, m: TaskMirror, head: str) -> None:
+def _task_row(w: Writer, state: TaskState, m: TaskMirror, head: str, status: str) -> None:
     """Write the task's row (or, in one statement with the log row, hand its values over)."""
-    status = state.status.value
     response = getattr(state.final_response, "response", None)
     response = sql_text(response) if isinstance(response, str) else None
     tid = sql_text(state.task_id)  # (a caller's task id may hold a lone surrogate too)
@@ -289,9 +302,10 @@ def _list_rows(
 class StepIndex(dict):  # type: ignore[type-arg]
     """The steps a value may refer to: the task's, the ones written before, the ones now."""
 
+    __slots__ = ("sources",)
+
     def __init__(self, state: TaskState, m: TaskMirror, steps: dict[str, TaskStep]) -> None:
-        super().__init__()
-        self.sources = (state.steps, m.steps, steps)
+        self.sources = (state.steps, m.steps, steps)  # (the dict itself stays empty)
 
     def get(self, key: Any, default: Any = None) -> Any:
         for src in self.sources:

@@ -295,15 +295,16 @@ class Writer:
 
     def sync_containers(self) -> None:
         """Write the new items (and cuts) of every container referred to in this change."""
-        synced = self.synced
-        if self.touched.issubset(synced):  # all written in this change already (nothing changes meanwhile)
-            self.touched.clear()
+        synced, touched = self.synced, self.touched
+        if touched <= synced:  # all written in this change already (nothing changes meanwhile)
+            touched.clear()
             return
-        while self.touched:
-            ks = sorted(self.touched - synced) if len(self.touched) > 1 else [k for k in self.touched if k not in synced]
-            self.touched.clear()
+        containers = self.containers
+        while touched:
+            ks = sorted(touched - synced) if len(touched) > 1 else [k for k in touched if k not in synced]
+            touched.clear()
             for k in ks:
-                c = self.containers.get(k)
+                c = containers.get(k)
                 if c is not None:
                     synced.add(k)
                     self._sync_container(c)
@@ -335,24 +336,28 @@ class Writer:
                 c.meta = "log"
             live = c.obj
             counts = None
-        p = common_prefix(c.items, live)
-        if p < len(c.items):
+        items = c.items
+        n, end = len(items), len(live)
+        if end == n and (not n or (live[n - 1] is items[n - 1] and live[0] is items[0])):
+            return  # unchanged (common_prefix's first case, without the call)
+        p = common_prefix(items, live)
+        if p < n:
             # cut off (an undo): the rows stay, out of the list, for what still refers to them
             add(ItemsCut.build(c.k, c.ids[p:]))
-            del c.items[p:]
+            del items[p:]
             del c.ids[p:]
-        if len(live) > p:
-            records = self._encoder
-            for pos in range(p, len(live)):
+        if end > p:
+            item_record, refs, k, ids = self._encoder.item_record, self.refs, c.k, c.ids
+            for pos in range(p, end):
                 item = live[pos]
                 i = c.next_i
-                c.next_i += 1
-                rec = records.item_record(item, None if counts is None else counts[pos], ((None, "item"), pos))
-                add(ItemRecord.build(c.k, i, pos, rec))
-                c.items.append(item)
-                c.ids.append(i)
-                if id(item) not in self.refs:
-                    self.refs[id(item)] = ({"$i": [c.k, i]}, item, c.k)
+                c.next_i = i + 1
+                rec = item_record(item, None if counts is None else counts[pos], ((None, "item"), pos))
+                add(ItemRecord.build(k, i, pos, rec))
+                items.append(item)
+                ids.append(i)
+                if id(item) not in refs:
+                    refs[id(item)] = ({"$i": [k, i]}, item, k)
 
     def write_dicts(self) -> None:
         """Write the state dicts of this change whose records read differently now."""
