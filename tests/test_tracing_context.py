@@ -242,3 +242,41 @@ def test_a_sampled_out_step_takes_the_spans_its_code_makes_with_it() -> None:
     tracing.trace_runner(quiet, NoOpTracerProvider())
     quiet.chat("hello")
     assert seen[1] is trace.INVALID_SPAN
+
+
+def test_in_an_agent_workflow_a_model_call_runs_under_its_chat_span_and_a_tool_under_its_tool_span(traced: Traced) -> None:
+    """The workflow runtime's steps run each agent turn's model call and each tool call: while
+    they run, the turn's ``chat`` span and the call's ``execute_tool`` span are current (the
+    tool in its worker thread too), and nothing stays current after the run."""
+    from nbagent.workflow import AgentWorkflow, FunctionAgent
+
+    def lookup(city: str) -> str:
+        """Look up the weather of a city."""
+        with traced.user.start_as_current_span(f"weather api {city}"):
+            return f"sunny in {city}"
+
+    replies = iter([tool_call("lookup", city="Paris"), tool_call("lookup", city="Oslo"), "Sunny twice."])
+
+    def model(messages: Any, tools: Any) -> Any:
+        with traced.user.start_as_current_span("POST"):
+            return next(replies)
+
+    weather = FunctionAgent(name="weather", description="Weather", tools=[lookup], llm=FunctionLLM(model, model="big"))
+    wf = AgentWorkflow([weather], root_agent="weather")
+
+    async def main() -> Any:
+        return await wf.run(user_msg="Weather in Paris and Oslo?")
+
+    assert str(asyncio.run(main())) == "Sunny twice."
+    spans = traced.exporter.get_finished_spans()
+    chats = sorted((s for s in spans if s.name == "chat big"), key=lambda s: s.start_time)
+    posts = sorted((s for s in spans if s.name == "POST"), key=lambda s: s.start_time)
+    assert len(chats) == len(posts) == 3
+    assert [p.parent.span_id for p in posts] == [c.context.span_id for c in chats]
+    tools = {s.attributes["gen_ai.tool.call.id"]: s for s in spans if s.name == "execute_tool lookup"}
+    assert len(tools) == 2
+    for city in ("Paris", "Oslo"):
+        api = traced.span(f"weather api {city}")
+        assert api.parent.span_id in {t.context.span_id for t in tools.values()}
+    assert traced.span("weather api Paris").parent.span_id != traced.span("weather api Oslo").parent.span_id
+    assert trace.get_current_span() is trace.INVALID_SPAN

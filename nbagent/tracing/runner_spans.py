@@ -22,7 +22,6 @@ import time
 import weakref
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from nbagent.events import (
@@ -42,11 +41,10 @@ from nbagent.events import (
     TaskFinalized,
     TaskReplayed,
     ToolCalled,
-    current_step,
 )
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
-from nbagent.tracing.spans import child, end, fail, in_context, iso_ns, ns
+from nbagent.tracing.spans import child, current_in_step, end, fail, in_context, iso_ns, ns
 
 __all__ = ["RunnerTracer", "EVENTS"]
 
@@ -217,12 +215,7 @@ class RunnerTracer:
             attrs[n.OI_INPUT] = value_json(e.input)
         span = child(self.tracer, f"step {task.count}", task.context, e.at, attrs)
         task.steps[e.step_id] = _Step(span, e.at, task.count, e.input)
-        ctx = current_step()
-        # heard in the step's own context: its code runs under the span (a no-op provider's
-        # span carries no trace: nothing to run under)
-        if ctx is not None and ctx.step_id == e.step_id and span.get_span_context().is_valid:
-            token = otel_context.attach(in_context(span))
-            ctx.on_exit(lambda: otel_context.detach(token))
+        current_in_step(span, e.step_id)  # heard in the step's own context: its code runs under the span
 
     def _draw_step(
         self, task: _TaskSpans, step_id: str, step: _Step, attrs: dict[str, Any], at: float, error: tuple[str, str] | None = None

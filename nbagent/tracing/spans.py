@@ -8,18 +8,32 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
+from nbagent.events import current_step
 from nbagent.tracing import names
 
-__all__ = ["ns", "iso_ns", "child", "in_context", "end", "fail", "get_tracer", "SpanKind"]
+__all__ = ["ns", "iso_ns", "child", "in_context", "current_in_step", "end", "fail", "get_tracer", "SpanKind"]
 
 
 def in_context(span: Span) -> Context:
     """A context whose current span is ``span`` (to start many children under it)."""
     return trace.set_span_in_context(span)
+
+
+def current_in_step(span: Span, step_id: str | None = None) -> None:
+    """Make ``span`` the current span for the rest of the running step's code (the step
+    ``step_id``, if given), so spans that code makes (a tool's own, an instrumented HTTP
+    client's) go under it; it stops being current when the step's code ends. Heard outside
+    a step, or a span that carries no trace (a no-op provider's): nothing to do."""
+    ctx = current_step()
+    if ctx is None or (step_id is not None and ctx.step_id != step_id) or not span.get_span_context().is_valid:
+        return
+    token = otel_context.attach(trace.set_span_in_context(span))
+    ctx.on_exit(lambda: otel_context.detach(token))
 
 
 def ns(seconds: float) -> int:

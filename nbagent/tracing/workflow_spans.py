@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from nbagent.events import ModelCalled
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
-from nbagent.tracing.spans import child, end, fail
+from nbagent.tracing.spans import child, current_in_step, end, fail
 from nbagent.workflow.agent_events import AgentInput, AgentOutput, ToolCall, ToolCallResult
 from nbagent.workflow.approval import ToolApprovalRequired
 from nbagent.workflow.events import StopEvent
@@ -124,6 +124,7 @@ class WorkflowTracer:
         if self.capture:
             chat_attrs[n.INPUT_MESSAGES] = messages_json(e.input)
         self.chat = child(self.tracer, f"chat {model}", self.turn, now, chat_attrs, SpanKind.CLIENT)
+        current_in_step(self.chat)  # written by the step about to call the model: the call runs under it
 
     def _model_called(self, e: ModelCalled) -> None:
         """The model call of the running turn: what it used, on the turn's chat span (a call
@@ -166,7 +167,8 @@ class WorkflowTracer:
         }
         if self.capture:
             attrs[n.TOOL_ARGUMENTS] = value_json(e.tool_kwargs)
-        self.tools[e.tool_id] = child(self.tracer, f"execute_tool {e.tool_name}", self.turn or self.span, time.time(), attrs)
+        span = self.tools[e.tool_id] = child(self.tracer, f"execute_tool {e.tool_name}", self.turn or self.span, time.time(), attrs)
+        current_in_step(span)  # written by the step that runs the tool: the tool runs under it
 
     def _approval_asked(self, e: ToolApprovalRequired) -> None:
         """The call waits for a person: an event on its span (the decision is its result)."""

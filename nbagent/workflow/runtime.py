@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from nbagent.events import EventDispatcher, ModelCalled, StepContext, _set_current
+from nbagent.events import EventDispatcher, ModelCalled, StepContext, _reset_current, _set_current
 from nbagent.workflow.checkpoint import call_checkpoint_callback, checkpoint_style
 from nbagent.workflow.execution import _CURRENT, Execution, Item
 from nbagent.workflow.errors import (
@@ -229,8 +229,9 @@ class Runner:
         moment sees the step either interrupted (it will run again) or fully handled."""
         assert item.exec_id is not None
         _CURRENT.set(Execution(self.ctx, item.step, item.exec_id))
+        token = None
         if self.events.wants(ModelCalled):  # its model calls report to the run (each step is its own task)
-            _set_current(StepContext("", item.step, self.events))
+            token = _set_current(StepContext("", item.step, self.events))
         if self.workflow.verbose:  # the reference's words
             print(f"Running step {item.step}")
         try:
@@ -242,6 +243,9 @@ class Runner:
                 pass
             self.fail(err)
             return
+        finally:
+            if token is not None:  # the step's code ended: what listeners opened for it closes
+                _reset_current(token)
         if self.finished:
             return
         try:
