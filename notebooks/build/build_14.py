@@ -130,6 +130,29 @@ print(failed.status.status_code.name, "|", failed.attributes["error.type"], "|",
 print({key: failed.attributes[key] for key in ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.operation.name")})
 """),
     md("""
+## Your own spans go under the step
+
+While a step's code runs, its step span is the *current* span. So a span your tool makes
+with the usual `tracer.start_as_current_span(...)`, or one an instrumented HTTP client makes
+inside a model call, lands under the step that made it, in the same trace, instead of
+starting a trace of its own.
+"""),
+    code("""
+tracer = provider.get_tracer("my notebook")
+
+def lookup(city: str) -> str:
+    \"\"\"Look up the weather of a city.\"\"\"
+    with tracer.start_as_current_span("weather database"):
+        return f"{city}: 12 degrees"
+
+exporter.clear()
+weather = FunctionCallingAgent.from_tools(
+    [FunctionTool.from_defaults(lookup)], llm=ScriptedLLM([tool_call("lookup", city="Oslo"), "12 degrees in Oslo."])
+)
+print(weather.chat("Weather in Oslo?"))
+print(SpanTree(exporter.get_finished_spans()))
+"""),
+    md("""
 ## Content, only when you ask
 
 By default no message, argument or result is on a span: traces often leave the machine.
@@ -177,7 +200,8 @@ nbagent.tracing.instrument(tracer_provider=provider)
 - One runner only: `AgentRunner(worker, tracer_provider=provider)`.
 
 `AgentWorkflow` runs are traced the same way: one `invoke_workflow` span, an `invoke_agent` span
-per agent turn, with the handoffs named. Batches (`run_batch`) are a span each task links to.
+per agent turn, with the handoffs named. Batches (`run_batch`) are a span each task links to,
+also when the tasks run on Ray (`backend="ray"`): the workers send their tasks' events back.
 """),
     md("""
 ## Turn it off
