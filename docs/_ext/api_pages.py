@@ -10,6 +10,7 @@ their fields (type, default, description), which live on the fields rather than 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -218,6 +219,39 @@ def _pydantic_signature(app: Any, what: str, name: str, obj: Any, options: Any, 
     return ("(*, " + ", ".join(parts) + ")" if parts else "()"), return_annotation
 
 
+_TYPED: set[str] = set()  # the modules whose type-checking names of the models are made real
+#: what nbagent's modules import on first use (``nbagent/_lazy.py``), so that ``import nbagent``
+#: defines no pydantic model: their annotations name these under ``TYPE_CHECKING`` only
+_LAZY = ("nbagent.schema", "nbagent.messages", "nbagent.memory", "nbagent.tool_metadata", "pydantic")
+
+
+def _type_checking_names(app: Any, obj: Any, bound_method: bool) -> None:
+    """Make the models a module imports for type checkers only (``if TYPE_CHECKING:``, from
+    ``_LAZY``) real in it, for this build: its signatures then show them as a type checker reads
+    them (``TaskRef`` as ``Task | str``), as they did when the modules imported them at once."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if module is None or module.__name__ in _TYPED or module.__name__.split(".")[0] != "nbagent":
+        return
+    _TYPED.add(module.__name__)
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):
+        return
+    names: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for statement in node.body:
+                if not (isinstance(statement, ast.ImportFrom) and statement.module in _LAZY):
+                    continue
+                try:
+                    exec(compile(ast.Module([statement], []), module.__name__, "exec"), names)
+                except ImportError:  # an optional library this build does not have
+                    continue
+    for name, value in names.items():
+        if name != "__builtins__" and name not in vars(module):  # (not hasattr: a module's __getattr__)
+            setattr(module, name, value)
+
+
 def _nbagent_modules() -> list[str]:
     return sorted(name for name in sys.modules if name == "nbagent" or name.startswith("nbagent."))
 
@@ -316,6 +350,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("autodoc-process-docstring", _plural_literals)
     app.connect("autodoc-process-bases", _public_bases)
     app.connect("autodoc-process-signature", _pydantic_signature)
+    app.connect("autodoc-before-process-signature", _type_checking_names)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
