@@ -91,8 +91,9 @@ class StepEdits(StepCore):
             state.step_queue.remove(step)
             # the next step carries the state on, but not the skipped step's tool journal
             follow = [] if step.next_steps else [step.get_next_step(step_state=calls.without_journal(step.step_state))]
-            output = schema.TaskStepOutput(output=schema.SkippedOutput(reason=reason), task_step=step, next_steps=follow,
-                                    is_last=False)
+            output = schema.TaskStepOutput(
+                output=schema.SkippedOutput(reason=reason), task_step=step, next_steps=follow, is_last=False
+            )
             output._set_measured(latency_s=0.0, input=step.input)
             self._commit(state, step, output, snap)
             self._emit(ev.StepCompleted(state.task_id, step_id=step.step_id, is_last=False,
