@@ -15,9 +15,9 @@ three for the step with calls; each with the step span's five attributes, explic
 and end times, under a parent context built once), into the same processor and exporter,
 and no nbagent tracing at all. Tracing cannot cost less than that with the stock SDK;
 nbagent's own part is the distance above it (and the no-op provider line: events,
-bookkeeping, the API calls). For a step as fast as an untraced
-no-op one (~35 us) the SDK's own span is about half a step or more, so whether 1.5x is met
-depends on the processor and the machine: the verdict prints the floor beside the figure.
+bookkeeping, the API calls). For a step as fast as an untraced no-op one (23-25 us) the
+SDK's own span is most of a step (a bare one, with no attributes and no processor, ~10 us),
+so the floor is over 1.5x: the verdict prints the floor beside the figure.
 The last floor line makes and ends the same spans with no processor at all (exported
 nowhere): what the span object alone costs.
 
