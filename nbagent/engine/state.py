@@ -195,12 +195,16 @@ class TaskState:
         if step_id == self.failed_step_id():
             return StepStatus.FAILED
         step = self.steps.get(step_id)
-        if step is not None and is_awaiting(step):
+        if step is None:
+            return StepStatus.QUEUED
+        if is_awaiting(step):
             return StepStatus.AWAITING
-        if step is not None and not step.is_ready:
+        if not step.is_ready:
             return StepStatus.HELD
-        if step is not None and not self.is_step_ready(step):
-            return StepStatus.BLOCKED
+        outputs = self.outputs  # (``is_step_ready``, its other two checks made above)
+        for pid in step.prev_steps:
+            if pid not in outputs:
+                return StepStatus.BLOCKED
         return StepStatus.QUEUED
 
     def is_step_ready(self, step: TaskStep) -> bool:

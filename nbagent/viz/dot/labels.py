@@ -69,9 +69,11 @@ def _head(number: int, status: StepStatus, out: TaskStepOutput | None, ran_befor
     """A step's head words (without its id): what ``step_heads`` and the node label show."""
     if status is StepStatus.UNDONE and not ran_before:
         return f"#{number} undone · never ran"
+    if out is None:  # not done
+        return f"#{number} {_VALUE[status]}"
     if is_skipped(out):
         return f"#{number} {SKIPPED}"
-    if out is not None and out.is_last:
+    if out.is_last:
         return f"#{number} {_VALUE[status]} · answer"
     return f"#{number} {_VALUE[status]}"
 
@@ -193,7 +195,7 @@ def _step_node(
 ) -> _Node:
     out = state.outputs.get(sid) if status is _S_DONE else None
     is_answer = out is not None and bool(out.is_last)
-    skipped = is_skipped(out)
+    skipped = out is not None and is_skipped(out)
     head = _head(number, status, out, bool(undone_outs))
     lines: list[tuple[str, str]] = [(f"{head} · {_short(sid)}", "head")]
     if step is not None and step.input is not None:

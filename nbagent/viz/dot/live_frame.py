@@ -68,26 +68,36 @@ class Frame:
         (in source order), then ``dashed`` (``undone_runs``'), each drawn once, none inside
         one collapsed run."""
         track = self.track
-        order, d, e, n = track.order, track.d, track.e, len(track.order)
+        order, d, e = track.order, track.d, track.e
         name_of = self.name_of
-        names = [name_of(order[i]) if i < d or self.chain_of else f"s{i}" for i in range(e, n)]
+        # after the decided steps, with no collapsed run among them, each step is drawn as
+        # itself, named by its position: an edge between two such steps is drawn once (the
+        # live edges are distinct pairs of positions) and was not drawn before (the final
+        # edges leave decided steps, named otherwise)
+        low = len(order) if self.chain_of else d
         drawn = track.pairs
         seen: set[tuple[str, str]] = set()
         live: list[tuple[str, str]] = []
         for a, b in track.live_edges:
             if a < e:
                 continue
-            pair = (names[a - e], names[b - e] if b >= e else name_of(order[b]))
+            if a >= low and b >= low:
+                if a != b:
+                    live.append((f"s{a}", f"s{b}"))
+                continue
+            pair = (name_of(order[a]), name_of(order[b]))
             if pair[0] == pair[1] or pair in drawn or pair in seen:
                 continue
             seen.add(pair)
             live.append(pair)
         fresh: list[tuple[str, str]] = []
-        for pair in dashed:
-            if pair[0] == pair[1] or pair in drawn or pair in seen:
-                continue
-            seen.add(pair)
-            fresh.append(pair)
+        if dashed:
+            seen.update(live)
+            for pair in dashed:
+                if pair[0] == pair[1] or pair in drawn or pair in seen:
+                    continue
+                seen.add(pair)
+                fresh.append(pair)
         return live, fresh
 
     def undone_runs(self) -> tuple[list[tuple[int, int, int]], list[tuple[str, str]]]:

@@ -150,7 +150,9 @@ class LiveDotState:
     def _empty_prefix(self) -> None:
         self.s = 0  # steps order[:s] are settled: their drawing is final, unless they join a run
         self.d = 0  # steps order[:d] are decided: closed units, or members of the open run
-        self.sck: list[tuple[int, int, int]] = []  # per settled step: the counts before it
+        # per settled step: the counts before it, and how many settled edges came before its own
+        self.sck: list[tuple[int, int, int, int]] = []
+        self.slive: list[tuple[int, int]] = []  # the live edges of the settled steps, by position, in order
         self.dck: list[tuple[Any, ...]] = []  # per decided step: the units before it
         self.info: dict[str, StepInfo] = {}
         self.units: list[int | Run] = []  # the closed units, in order: a step's position, or a run
@@ -186,8 +188,9 @@ class LiveDotState:
         if i is None or i >= self.s:
             return
         self.rollbacks += 1
-        self.last_number, self.done, self.undone = self.sck[i]
+        self.last_number, self.done, self.undone, cut = self.sck[i]
         del self.sck[i:]
+        del self.slive[cut:]
         self.s = i
         self.settled_low = min(self.settled_low, i)
         if i < self.d:
@@ -292,7 +295,10 @@ class LiveDotState:
         if len(done) != k or (k and done[k - 1] is not seen[k - 1]):
             if len(done) > k and (not k or done[k - 1] is seen[k - 1]):  # outputs added only
                 new_outs = done[k:]
-                low = min([pos.get(o.task_step.step_id, 0) for o in new_outs])
+                if len(new_outs) == 1:  # one step ran (the common case)
+                    low = pos.get(new_outs[0].task_step.step_id, 0)
+                else:
+                    low = min([pos.get(o.task_step.step_id, 0) for o in new_outs])
             else:
                 k = min(len(done), k)
                 while k and done[k - 1] is not seen[k - 1]:
@@ -319,9 +325,10 @@ class LiveDotState:
         steps, order, pos, info = self.state.steps, self.order, self.pos, self.info
         while True:
             s, n = self.s, len(order)
-            # the settled sources' edges, in order (their next steps are in position order);
-            # a step after the prefix that a settled step links to is among them already
-            live = [(a, pos[b]) for a in range(self.e, s) for b in info[order[a]].next]
+            # the settled sources' edges, in order (kept as they settled: their next steps, in
+            # position order); a step after the prefix that a settled step links to is among them
+            e = self.e
+            live = self.slive[self.sck[e][3]:] if e < s else []
             found: set[tuple[int, int]] = set()  # the edges of the steps after the prefix
             add = found.add
             back = n
@@ -352,9 +359,15 @@ class LiveDotState:
             live.extend(found if len(found) == 1 else sorted(found))
         outs: dict[int, list[int]] = {}
         ins: dict[int, list[int]] = {}
-        for a, b in live:
-            outs.setdefault(a, []).append(b)
-            ins.setdefault(b, []).append(a)
+        for a, b in live:  # (a step has one edge each way, mostly: no empty list to throw away)
+            if a in outs:
+                outs[a].append(b)
+            else:
+                outs[a] = [b]
+            if b in ins:
+                ins[b].append(a)
+            else:
+                ins[b] = [a]
         self.live_edges, self.outs_of, self.ins_of = live, outs, ins
 
     # ----- settling ----------------------------------------------------------------------
@@ -378,7 +391,8 @@ class LiveDotState:
                 out = state.outputs.get(sid)
                 if streaming(out):
                     break  # its answer still streams in: the text is not final
-                nxt = tuple([order[b] for b in outs[i]]) if i in outs else ()
+                after = outs.get(i, ())
+                nxt = (order[after[0]],) if len(after) == 1 else tuple([order[b] for b in after])
                 number = self.last_number + 1
                 if collapsing and i >= keep_ends:
                     ok = ((len(prev) if prev else 0) + undone.ins.get(sid, 0) == 1
@@ -391,10 +405,14 @@ class LiveDotState:
                 if pi is None or pi >= i:
                     break  # numbered after every live step: the number still moves
                 number = info[parent].number + 1  # type: ignore[index]
-                nxt = tuple([order[b] for b in outs[i]]) if i in outs else ()
+                after = outs.get(i, ())
+                nxt = (order[after[0]],) if len(after) == 1 else tuple([order[b] for b in after])
             else:
                 break
-            self.sck.append((self.last_number, self.done, self.undone))
+            slive = self.slive
+            self.sck.append((self.last_number, self.done, self.undone, len(slive)))
+            for b in after:
+                slive.append((i, b))
             drawn = status is not _UNDONE or sid not in self.undone_outs
             info[sid] = StepInfo(status, number, f"s{i}", ok, nxt, drawn)
             self.s += 1
@@ -483,7 +501,8 @@ class LiveDotState:
                 if j >= d or lo <= j < hi:
                     reach = -1
                     break
-                reach = max(reach, j)
+                if j > reach:
+                    reach = j
             if reach < 0:
                 break
             self.eck.append(len(edges))
@@ -502,5 +521,5 @@ class LiveDotState:
                     added.append((na, nb))
                     edges.append((na, nb))
             self.epairs.append(added)
-            emax.append(max(reach, emax[-1]) if emax else reach)
+            emax.append(reach if not emax or reach > emax[-1] else emax[-1])
             self.e += 1

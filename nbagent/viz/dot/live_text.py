@@ -44,6 +44,7 @@ class LiveDot:
         check_options(**options)
         self.state = state
         self.opts = {**_DEFAULTS, **options}
+        self._max_label, self._wrap = self.opts["max_label"], self.opts["wrap"]
         self.track = LiveDotState(state, collapse_after=self.opts["collapse_after"], keep_ends=self.opts["keep_ends"])
         self.full_renders = 0  # redraws drawn by task_to_dot (odd states), for tests and benchmarks
         self._lines: dict[str, tuple[tuple[Any, ...], Any, str]] = {}  # sid -> (key, output, line)
@@ -124,8 +125,10 @@ class LiveDot:
             dashed = self._undone_runs(frame, lines)
         lines.extend(self._edge_lines)
         live, dashed = frame.new_edges(dashed)
-        lines.extend([f"  {na} -> {nb};" for na, nb in live])
-        lines.extend([f'  {na} -> {nb} [style="dashed", color="{_UNDONE_EDGE_COLOR}"];' for na, nb in dashed])
+        for na, nb in live:
+            lines.append(f"  {na} -> {nb};")
+        if dashed:
+            lines.extend([f'  {na} -> {nb} [style="dashed", color="{_UNDONE_EDGE_COLOR}"];' for na, nb in dashed])
         if opts["legend"]:
             lines.extend(_legend_lines(opts["wrap"]))
         lines.append("}\n")
@@ -191,19 +194,19 @@ class LiveDot:
         out = state.outputs.get(sid) if status is _DONE else None
         fails = track.failures_of.get(sid, ()) if track.failures_of else ()
         undone_outs = track.undone_outs.get(sid, ()) if track.undone_outs else ()
-        # approval decisions change while a step waits; a streamed answer grows after the step
-        cache = (step is None or APPROVAL_KEY not in step.step_state) and not streaming(out)
-        found = (self._lines.get(sid) if keep else self._lines.pop(sid, None)) if cache else None
-        if found is not None and found[1] is not out:
-            found = None  # drawn for another output (or none): no need for its key
         key = None
-        if found is not None or (cache and keep):
-            key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
-            if found is not None and found[0] == key:
-                return found[2]
-        node = _step_node(state, number, sid, step, status, fails, undone_outs, self.opts["max_label"])
+        # approval decisions change while a step waits; a streamed answer grows after the step
+        if (step is None or APPROVAL_KEY not in step.step_state) and (out is None or not streaming(out)):
+            found = self._lines.get(sid) if keep else self._lines.pop(sid, None)
+            if found is not None and found[1] is not out:
+                found = None  # drawn for another output (or none): no need for its key
+            if found is not None or keep:
+                key = (name, number, status, None if step is None else step.input, len(fails), len(undone_outs))
+                if found is not None and found[0] == key:
+                    return found[2]
+        node = _step_node(state, number, sid, step, status, fails, undone_outs, self._max_label)
         node.name = name
-        line = _node_line(node, self.opts["wrap"])
+        line = _node_line(node, self._wrap)
         if key is not None and keep:
             self._lines[sid] = (key, out, line)
         return line
@@ -212,7 +215,7 @@ class LiveDot:
                         latency: float | None, tokens: int | None, name: str) -> str:
         node = _collapsed_node_of(count, first, last, n_first, n_last, latency, tokens)
         node.name = name
-        return _node_line(node, self.opts["wrap"])
+        return _node_line(node, self._wrap)
 
     def _open_run_line(self, run: Run, frame: Frame) -> str:
         """The node of the run still growing at the end (and into the steps after the prefix)."""
@@ -224,8 +227,12 @@ class LiveDot:
         if frame.ext:
             latency, tokens = _chain_metrics([self.state.outputs.get(x) for x in frame.ext], latency, tokens)
         first = order[run.start]
-        last = frame.ext[-1] if frame.ext else order[run.end - 1]
-        n_last = frame.number_of(last)
+        if frame.ext:
+            last = frame.ext[-1]
+            n_last = frame.number_of(last)
+        else:  # the run ends among the settled steps
+            last = order[run.end - 1]
+            n_last = info[last].number
         key = (run.start, frame.run_len, last, latency, tokens, track.chains, n_last)
         found = self._run_line
         if found is None or found[0] != key:
