@@ -150,9 +150,7 @@ class LiveDotState:
     def _empty_prefix(self) -> None:
         self.s = 0  # steps order[:s] are settled: their drawing is final, unless they join a run
         self.d = 0  # steps order[:d] are decided: closed units, or members of the open run
-        # per settled step: the counts before it, and how many settled edges came before its own
-        self.sck: list[tuple[int, int, int, int]] = []
-        self.slive: list[tuple[int, int]] = []  # the live edges of the settled steps, by position, in order
+        self.sck: list[tuple[int, int, int]] = []  # per settled step: the counts before it
         self.dck: list[tuple[Any, ...]] = []  # per decided step: the units before it
         self.info: dict[str, StepInfo] = {}
         self.units: list[int | Run] = []  # the closed units, in order: a step's position, or a run
@@ -171,6 +169,9 @@ class LiveDotState:
         self.edges: list[tuple[str, str]] = []  # the final edges, by node names, in source order
         self.edges_low = 0  # as units_low, for edges
         self.pairs: set[tuple[str, str]] = set()
+        # the live edges of the settled sources whose edges are not final yet (order[e:s]), by
+        # position, in source order: extended as a step settles, cut as a source's edges freeze
+        self.slive: list[tuple[int, int]] = []
 
     def changes(self) -> tuple[int, int, int]:
         """How many settled steps stayed settled, and how many closed units and final edges
@@ -188,9 +189,8 @@ class LiveDotState:
         if i is None or i >= self.s:
             return
         self.rollbacks += 1
-        self.last_number, self.done, self.undone, cut = self.sck[i]
+        self.last_number, self.done, self.undone = self.sck[i]
         del self.sck[i:]
-        del self.slive[cut:]
         self.s = i
         self.settled_low = min(self.settled_low, i)
         if i < self.d:
@@ -214,6 +214,8 @@ class LiveDotState:
             del self.epairs[e:]
             del self.emax[e:]
             self.e = e
+        pos, info, order = self.pos, self.info, self.order
+        self.slive = [(a, pos[b]) for a in range(self.e, self.s) for b in info[order[a]].next]
 
     # ----- following the task ------------------------------------------------------------
     def update(self) -> UndoneEdges:
@@ -325,10 +327,9 @@ class LiveDotState:
         steps, order, pos, info = self.state.steps, self.order, self.pos, self.info
         while True:
             s, n = self.s, len(order)
-            # the settled sources' edges, in order (kept as they settled: their next steps, in
-            # position order); a step after the prefix that a settled step links to is among them
-            e = self.e
-            live = self.slive[self.sck[e][3]:] if e < s else []
+            # the settled sources' edges, in order (kept: ``slive``); a step after the prefix that
+            # a settled step links to is among them already
+            live = self.slive.copy()
             found: set[tuple[int, int]] = set()  # the edges of the steps after the prefix
             add = found.add
             back = n
@@ -409,8 +410,8 @@ class LiveDotState:
                 nxt = (order[after[0]],) if len(after) == 1 else tuple([order[b] for b in after])
             else:
                 break
+            self.sck.append((self.last_number, self.done, self.undone))
             slive = self.slive
-            self.sck.append((self.last_number, self.done, self.undone, len(slive)))
             for b in after:
                 slive.append((i, b))
             drawn = status is not _UNDONE or sid not in self.undone_outs
@@ -522,4 +523,6 @@ class LiveDotState:
                     edges.append((na, nb))
             self.epairs.append(added)
             emax.append(reach if not emax or reach > emax[-1] else emax[-1])
+            if nxt:  # its edges are final: no longer among the settled live ones
+                del self.slive[:len(nxt)]
             self.e += 1
