@@ -238,10 +238,11 @@ class StepContext:
         self.closers: list[Callable[[], None]] | None = None
 
     def on_exit(self, close: Callable[[], None]) -> None:
-        """Call ``close`` when the step's own code ends: a listener of ``StepStarted`` that
-        opened something for the step's code, in the step's context (tracing makes the step's
-        span the current one, so the spans a tool or an HTTP client makes go under it), closes
-        it there. Closers run last-in first-out, each once; one that raises is logged."""
+        """Call ``close`` when the step's own code ends: what a listener opened for that code,
+        heard in the step's own context (tracing makes a span current there, so the spans a
+        tool or an HTTP client makes go under it), is closed in that context too. The engine
+        and the workflow runtime run closers last-in first-out, each once; one that raises is
+        logged."""
         if self.closers is None:
             self.closers = []
         self.closers.append(close)
