@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from nbagent.events import current_step, report_tool_call, tool_call_wanted
+from nbagent.events import current_step, report_tool_call, start_tool_call, tool_call_wanted
 from nbagent.tools import THREAD_CALL
 
 if TYPE_CHECKING:
@@ -327,8 +327,10 @@ async def run_call(
         return kept  # type: ignore[no-any-return]
     entry = _ThreadCall(outputs, call_id, tool_call_id, where)
     out: ToolOutput | None = None
-    heard = tool_call_wanted()  # someone listens to tool calls (tracing): tell them when it ends
+    heard = tool_call_wanted()  # someone listens to tool calls (tracing): tell them when it begins and ends
     began = time.time() if heard is not None else 0.0
+    if heard is not None:
+        start_tool_call(heard, call_id, tool_call_id)
     token = THREAD_CALL.set(entry)
     try:
         out = await run()

@@ -27,7 +27,9 @@ __all__ = [
     "TaskAbandoned",
     "TaskDeleted",
     "RunnerReset",
+    "ModelCallStarted",
     "ModelCalled",
+    "ToolCallStarted",
     "ToolCalled",
     "BatchStarted",
     "BatchTaskStarted",
@@ -114,6 +116,20 @@ class RunnerReset(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCallStarted(Event):
+    """A model call of the running step begins (built only when someone listens: tracing
+    makes the call's span current while it runs). ``call_no`` numbers the step's calls; the
+    call's ``ModelCalled`` carries the same number."""
+
+    named_only: ClassVar[bool] = True
+
+    step_id: str
+    model: str
+    provider: str
+    call_no: int
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCalled(Event):
     """A model call of the running step ended (built only when someone listens: tracing).
 
@@ -134,6 +150,20 @@ class ModelCalled(Event):
     reply: Any = None
     streamed: bool = False
     error_type: str | None = None
+    call_no: int | None = None  # its ModelCallStarted's, if one was built
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted(Event):
+    """A tool call of the running step begins (built only when someone listens: tracing
+    makes the call's span current while the tool runs). Its ``ToolCalled`` has the same
+    ``call_id``."""
+
+    named_only: ClassVar[bool] = True
+
+    step_id: str
+    call_id: str
+    tool_call_id: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,9 @@ _EVENT_TYPES = (
     "TaskAbandoned",
     "TaskDeleted",
     "RunnerReset",
+    "ModelCallStarted",
     "ModelCalled",
+    "ToolCallStarted",
     "ToolCalled",
     "BatchStarted",
     "BatchTaskStarted",
@@ -70,8 +72,10 @@ __all__ = [
     "current_step",
     "emit_token",
     "record_llm_call",
+    "start_model_call",
     "report_model_call",
     "tool_call_wanted",
+    "start_tool_call",
     "report_tool_call",
     "watch_sources",
     "announce_source",
@@ -214,7 +218,7 @@ class StepContext:
 
     __slots__ = (
         "task_id", "step_id", "dispatcher", "usage", "llm_calls", "llm_latency_s", "journal", "issued",
-        "tokens_muted", "closers",
+        "tokens_muted", "closers", "calls_started",
     )
 
     def __init__(
@@ -236,6 +240,7 @@ class StepContext:
         #: set while the step's caller reads its streamed reply: the stream reports its tokens
         self.tokens_muted = False
         self.closers: list[Callable[[], None]] | None = None
+        self.calls_started = 0  # model calls announced (ModelCallStarted) so far
 
     def on_exit(self, close: Callable[[], None]) -> None:
         """Call ``close`` when the step's own code ends: what a listener opened for that code,
@@ -288,6 +293,27 @@ def record_llm_call(usage: TokenUsage | None, latency_s: float) -> None:
         ctx.usage = usage if ctx.usage is None else ctx.usage + usage
 
 
+def start_model_call(llm: Any) -> int | None:
+    """Tell the running step's listeners a model call begins; returns its number for
+    ``report_model_call`` (None, and nothing built, unless one listens to ``ModelCallStarted``)."""
+    from nbagent.event_types import ModelCallStarted
+
+    ctx = _current.get()
+    if ctx is None or not ctx.dispatcher.wants(ModelCallStarted):
+        return None
+    ctx.calls_started += 1
+    ctx.dispatcher.emit(
+        ModelCallStarted(
+            ctx.task_id,
+            step_id=ctx.step_id,
+            model=str(getattr(llm, "model", "") or ""),
+            provider=str(getattr(llm, "provider_name", "") or type(llm).__name__),
+            call_no=ctx.calls_started,
+        )
+    )
+    return ctx.calls_started
+
+
 def report_model_call(
     llm: Any,
     messages: Any,
@@ -297,9 +323,10 @@ def report_model_call(
     *,
     streamed: bool = False,
     error: BaseException | None = None,
+    call_no: int | None = None,
 ) -> None:
     """Tell the running step's listeners a model call ended (nothing is built unless one
-    listens to ``ModelCalled``)."""
+    listens to ``ModelCalled``); ``call_no`` is what ``start_model_call`` returned."""
     from nbagent.event_types import ModelCalled
 
     ctx = _current.get()
@@ -318,6 +345,7 @@ def report_model_call(
             reply=reply,
             streamed=streamed,
             error_type=None if error is None else type(error).__name__,
+            call_no=call_no,
         )
     )
 
@@ -330,6 +358,15 @@ def tool_call_wanted() -> StepContext | None:
     if ctx is None or not ctx.dispatcher.wants(ToolCalled):
         return None
     return ctx
+
+
+def start_tool_call(ctx: StepContext, call_id: str, tool_call_id: str | None) -> None:
+    """Tell ``ctx``'s listeners a tool call begins (nothing is built unless one listens to
+    ``ToolCallStarted``)."""
+    from nbagent.event_types import ToolCallStarted
+
+    if ctx.dispatcher.wants(ToolCallStarted):
+        ctx.dispatcher.emit(ToolCallStarted(ctx.task_id, step_id=ctx.step_id, call_id=call_id, tool_call_id=tool_call_id))
 
 
 def report_tool_call(

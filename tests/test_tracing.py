@@ -791,8 +791,9 @@ def test_a_step_still_streaming_when_tracing_stops_ends_as_interrupted() -> None
     out = agent.stream_step(task)  # returns while the reply streams: the step is not over
     assert t.spans == []
     tracing.uninstrument()
-    assert t.tree("nbagent.step.status") == [
+    assert t.tree("nbagent.step.status", "nbagent.call.interrupted") == [
         "invoke_agent FunctionCallingAgent [AGENT]",
         "  step 1 [CHAIN] nbagent.step.status=interrupted",
+        "    chat scripted [LLM] nbagent.call.interrupted=True",  # the model call had begun
     ]
     assert "".join(out.output.response_gen) == "a long streamed answer"  # the run itself goes on

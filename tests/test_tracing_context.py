@@ -74,7 +74,7 @@ def traced() -> Iterator[Traced]:
         tracing.uninstrument()
 
 
-def test_spans_a_tool_and_a_model_call_make_go_under_their_step(traced: Traced) -> None:
+def test_spans_a_tool_and_a_model_call_make_go_under_their_call_spans_in_their_step(traced: Traced) -> None:
     def lookup(city: str) -> str:
         """Look a city up."""
         with traced.user.start_as_current_span("db query"):
@@ -89,10 +89,18 @@ def test_spans_a_tool_and_a_model_call_make_go_under_their_step(traced: Traced) 
     runner = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(lookup)], llm=FunctionLLM(model))
     assert "sunny" in str(runner.chat("weather in Oslo?"))
     step1, step2 = traced.step(1), traced.step(2)
-    assert traced.parent_of("db query") == step1.context.span_id
-    posts = sorted((s for s in traced.exporter.get_finished_spans() if s.name.startswith("POST")), key=lambda s: s.start_time)
-    assert [p.parent.span_id for p in posts] == [step1.context.span_id, step2.context.span_id]
+    tool = traced.span("execute_tool lookup")  # named when the call ended, current while it ran
+    assert tool.parent.span_id == step1.context.span_id
+    assert traced.parent_of("db query") == tool.context.span_id
+    assert tool.attributes["gen_ai.tool.name"] == "lookup"
+    spans = traced.exporter.get_finished_spans()
+    posts = sorted((s for s in spans if s.name.startswith("POST")), key=lambda s: s.start_time)
+    chats = sorted((s for s in spans if s.name.startswith("chat")), key=lambda s: s.start_time)
+    assert [p.parent.span_id for p in posts] == [c.context.span_id for c in chats]  # each under its model call
+    assert [c.parent.span_id for c in chats] == [step1.context.span_id, step2.context.span_id]
     assert all(p.context.trace_id == step1.context.trace_id for p in posts)  # one trace, not a root each
+    for post, chat in zip(posts, chats):
+        assert chat.start_time <= post.start_time <= post.end_time <= chat.end_time
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left current after the run
 
 
@@ -198,7 +206,9 @@ def test_an_awaited_step_in_a_running_loop_nests_and_restores_the_same(traced: T
 
     cell, after = asyncio.run(main())
     assert after is cell
-    assert traced.parent_of("POST") == traced.step(1).context.span_id
+    chat = traced.span("chat function")
+    assert traced.parent_of("POST") == chat.context.span_id
+    assert chat.parent.span_id == traced.step(1).context.span_id
 
 
 def test_untraced_a_step_opens_nothing_for_its_code() -> None:
@@ -280,3 +290,81 @@ def test_in_an_agent_workflow_a_model_call_runs_under_its_chat_span_and_a_tool_u
         assert api.parent.span_id in {t.context.span_id for t in tools.values()}
     assert traced.span("weather api Paris").parent.span_id != traced.span("weather api Oslo").parent.span_id
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_model_calls_made_together_in_one_step_each_nest_their_own_spans(traced: Traced) -> None:
+    """Two model calls of one step at once (asyncio.gather): each call's spans go under its
+    own chat span, though the calls interleave, and the step's span is current again after."""
+
+    def model(messages: Any, tools: Any) -> str:
+        with traced.user.start_as_current_span(f"POST {messages[-1].text}"):
+            return messages[-1].text.upper()
+
+    llm = FunctionLLM(model)
+    after: list[Any] = []
+
+    class TwoAtOnce(BaseAgentWorker):
+        def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+            return TaskStep(task_id=task.task_id, input=task.input)
+
+        async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+            async def ask(text: str) -> Any:
+                await asyncio.sleep(0.01 if text == "a" else 0)  # a starts first, ends last
+                return await llm.achat([ChatMessage(role="user", content=text)])
+
+            replies = await asyncio.gather(ask("a"), ask("b"))
+            after.append(trace.get_current_span())
+            return TaskStepOutput(output=AgentChatResponse(response=" ".join(str(r) for r in replies)),
+                                  task_step=step, is_last=True)
+
+    runner = AgentRunner(TwoAtOnce())
+    task = runner.create_task("go")
+    runner.run_step(task.task_id)
+    chats = [s for s in traced.exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert len(chats) == 2
+    for text in "ab":
+        post = traced.span(f"POST {text}")
+        chat = next(c for c in chats if c.context.span_id == post.parent.span_id)
+        assert chat.start_time <= post.start_time <= post.end_time <= chat.end_time
+        assert chat.parent.span_id == traced.step(1).context.span_id
+    assert after[0].get_span_context().span_id == traced.step(1).context.span_id
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_a_streamed_model_call_read_in_its_step_nests_its_spans(traced: Traced) -> None:
+    def model(messages: Any, tools: Any) -> str:
+        with traced.user.start_as_current_span("POST stream"):
+            return "a streamed answer"
+
+    runner = FunctionCallingAgent.from_tools([], llm=FunctionLLM(model))
+    response = runner.stream_chat("hello")
+    assert "".join(response.response_gen) == "a streamed answer"
+    chat = traced.span("chat function")
+    assert chat.attributes["gen_ai.request.stream"] is True
+    assert traced.parent_of("POST stream") == chat.context.span_id
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_tool_calls_run_together_each_nest_the_spans_their_tool_makes(traced: Traced) -> None:
+    """A reply with two tool calls: they run at once (worker threads), each tool's own span
+    under its own ``execute_tool`` span."""
+    import threading
+
+    both = threading.Barrier(2, timeout=5)
+
+    def fetch(name: str) -> str:
+        """Fetch a page."""
+        with traced.user.start_as_current_span(f"GET {name}"):
+            both.wait()  # both tools are running at this moment
+            return f"page {name}"
+
+    calls = [{"name": "fetch", "arguments": {"name": n}} for n in "ab"]
+    llm = ScriptedLLM([{"tool_calls": calls}, "Fetched both."])
+    runner = FunctionCallingAgent.from_tools([FunctionTool.from_defaults(fetch)], llm=llm)
+    assert str(runner.chat("fetch a and b")) == "Fetched both."
+    tools = {s.context.span_id: s for s in traced.exporter.get_finished_spans() if s.name == "execute_tool fetch"}
+    assert len(tools) == 2
+    parents = {traced.parent_of(f"GET {n}") for n in "ab"}
+    assert parents == set(tools)  # one each, not both under the same one
+    for span in tools.values():
+        assert span.parent.span_id == traced.step(1).context.span_id

@@ -20,7 +20,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from nbagent import _sync
-from nbagent.events import emit_token, record_llm_call, report_model_call
+from nbagent.events import emit_token, record_llm_call, report_model_call, start_model_call
 from nbagent.messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from nbagent.llms.stream import ChatStream, chunks_of
 from nbagent.registry import html_view
@@ -195,16 +195,17 @@ class LLM(ABC):
         **kwargs: Any,
     ) -> ChatResponse:
         """Ask the model for one reply (async)."""
+        call_no = start_model_call(self)
         start = time.perf_counter()
         sent = list(messages)
         try:
             response = await self._achat(sent, to_tool_metadata(tools), tool_choice, **kwargs)
         except BaseException as error:
-            report_model_call(self, sent, None, None, time.perf_counter() - start, error=error)
+            report_model_call(self, sent, None, None, time.perf_counter() - start, error=error, call_no=call_no)
             raise
         response.latency_s = time.perf_counter() - start
         record_llm_call(response.usage, response.latency_s)
-        report_model_call(self, sent, response.message, response.usage, response.latency_s)
+        report_model_call(self, sent, response.message, response.usage, response.latency_s, call_no=call_no)
         return response
 
     def chat(
@@ -236,6 +237,7 @@ class LLM(ABC):
         tool_choice: ToolChoice | None,
         **kwargs: Any,
     ) -> AsyncGenerator[ChatResponse, None]:
+        call_no = start_model_call(self)
         start = time.perf_counter()
         last: ChatResponse | None = None
         sent = list(messages)
@@ -247,14 +249,17 @@ class LLM(ABC):
                 yield chunk
         except BaseException as error:
             if not isinstance(error, GeneratorExit):  # a reader that stopped early is no failure
-                report_model_call(self, sent, None, None, time.perf_counter() - start, streamed=True, error=error)
+                report_model_call(
+                    self, sent, None, None, time.perf_counter() - start, streamed=True, error=error, call_no=call_no
+                )
             raise
         latency = time.perf_counter() - start
         if last is not None:
             last.latency_s = latency
         record_llm_call(last.usage if last else None, latency)
         report_model_call(
-            self, sent, None if last is None else last.message, None if last is None else last.usage, latency, streamed=True
+            self, sent, None if last is None else last.message, None if last is None else last.usage, latency,
+            streamed=True, call_no=call_no,
         )
 
     def stream_chat(

@@ -30,6 +30,7 @@ from nbagent.events import (
     BatchTaskStarted,
     Event,
     ModelCalled,
+    ModelCallStarted,
     RunnerReset,
     StepCompleted,
     StepFailed,
@@ -41,6 +42,7 @@ from nbagent.events import (
     TaskFinalized,
     TaskReplayed,
     ToolCalled,
+    ToolCallStarted,
 )
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
@@ -51,7 +53,8 @@ __all__ = ["RunnerTracer", "EVENTS"]
 #: what a tracer listens to (the engine builds no other event for it)
 EVENTS: tuple[type[Event], ...] = (
     TaskCreated, StepStarted, StepCompleted, StepFailed, StepUndone, TaskFinalized, TaskAbandoned,
-    TaskDeleted, RunnerReset, ModelCalled, ToolCalled, BatchStarted, BatchTaskStarted, BatchEnded, TaskReplayed,
+    TaskDeleted, RunnerReset, ModelCallStarted, ModelCalled, ToolCallStarted, ToolCalled, BatchStarted,
+    BatchTaskStarted, BatchEnded, TaskReplayed,
 )
 
 
@@ -63,7 +66,7 @@ class _Step:
     calls' spans are drawn when it ends, with their own times, from the calls' events.
     """
 
-    __slots__ = ("span", "at", "number", "input", "calls")
+    __slots__ = ("span", "at", "number", "input", "calls", "open_calls", "open_tools")
 
     def __init__(self, span: Span, at: float, number: int, input: str | None) -> None:
         self.span = span
@@ -71,6 +74,9 @@ class _Step:
         self.number = number
         self.input = input
         self.calls: list[Event] = []
+        #: model calls running now, by number: their span and what stops it being current
+        self.open_calls: dict[int, tuple[Span, Any]] = {}
+        self.open_tools: dict[str, tuple[Span, Any]] = {}  # tool calls running now, by call id
 
 
 class _TaskSpans:
@@ -223,6 +229,13 @@ class RunnerTracer:
         """The span of a step that ended, its last attributes set and its calls' spans under it."""
         span = step.span
         span.set_attributes(attrs)
+        for call_span, release in (*step.open_calls.values(), *step.open_tools.values()):  # calls that never ended
+            if release is not None:
+                release()
+            call_span.set_attribute("nbagent.call.interrupted", True)
+            end(call_span, at)
+        step.open_calls.clear()
+        step.open_tools.clear()
         for call in step.calls:
             if isinstance(call, ModelCalled):
                 self._draw_model_call(call, span)
@@ -261,11 +274,41 @@ class RunnerTracer:
         task.span.add_event("nbagent.step.undone", {"nbagent.step.id": e.step_id}, timestamp=ns(e.at))
 
     # ----- model and tool calls ----------------------------------------------------------
+    def _model_call_started(self, e: ModelCallStarted) -> None:
+        """The span of a model call of a running step starts now, current while the call
+        runs (an instrumented HTTP client's spans go under it)."""
+        task = self._tasks.get(e.task_id)
+        step = None if task is None else task.steps.get(e.step_id)
+        if step is None:
+            return
+        span = child(self.tracer, f"chat {e.model}", step.span, e.at, _chat_attributes(e.model, e.provider), SpanKind.CLIENT)
+        step.open_calls[e.call_no] = (span, current_in_step(span, e.step_id))
+
+    def _tool_call_started(self, e: ToolCallStarted) -> None:
+        """The span of a tool call of a running step starts now, current while the tool runs
+        (its name is known when it ends: the span is named then)."""
+        task = self._tasks.get(e.task_id)
+        step = None if task is None else task.steps.get(e.step_id)
+        if step is None:
+            return
+        span = self._tool_span(step.span, "", e.call_id, e.tool_call_id, e.at)
+        step.open_tools[e.call_id] = (span, current_in_step(span, e.step_id))
+
     def _call(self, e: ModelCalled | ToolCalled) -> None:
         """A call of a running step waits for its step's span; any other goes under its task."""
         task = self._task(e.task_id, e.started_at)
         step = task.steps.get(e.step_id)
-        if step is not None:
+        if step is not None and type(e) is ModelCalled and e.call_no in step.open_calls:
+            span, release = step.open_calls.pop(e.call_no)
+            if release is not None:
+                release()
+            self._finish_model_call(e, span)
+        elif step is not None and type(e) is ToolCalled and e.call_id in step.open_tools:
+            span, release = step.open_tools.pop(e.call_id)
+            if release is not None:
+                release()
+            self._finish_tool_call(e, span)
+        elif step is not None:
             step.calls.append(e)
         elif isinstance(e, ModelCalled):
             self._draw_model_call(e, task.span)
@@ -273,16 +316,15 @@ class RunnerTracer:
             self._draw_tool_call(e, task.span)
 
     def _draw_model_call(self, e: ModelCalled, parent: Span) -> None:
+        """A model call's span after the fact (its step's span started after it, or the
+        call was not announced): from its event, with its own times."""
+        span = child(self.tracer, f"chat {e.model}", parent, e.started_at, _chat_attributes(e.model, e.provider),
+                     SpanKind.CLIENT)
+        self._finish_model_call(e, span)
+
+    def _finish_model_call(self, e: ModelCalled, span: Span) -> None:
         reasons = ("tool_calls",) if getattr(e.reply, "tool_calls", None) else ("stop",)
-        attrs: dict[str, Any] = {
-            n.OPERATION: "chat",
-            n.REQUEST_MODEL: e.model,
-            n.PROVIDER: e.provider,
-            n.OI_KIND: "LLM",
-            n.OI_MODEL: e.model,
-            n.OI_PROVIDER: e.provider,
-            "gen_ai.request.stream": e.streamed,
-        }
+        attrs: dict[str, Any] = {"gen_ai.request.stream": e.streamed}
         if e.error_type is None:
             attrs[n.FINISH_REASONS] = reasons
         if e.usage is not None:
@@ -293,22 +335,23 @@ class RunnerTracer:
             attrs[n.INPUT_MESSAGES] = messages_json(e.messages)
             if e.reply is not None:
                 attrs[n.OUTPUT_MESSAGES] = messages_json([e.reply], reasons[0])
-        span = child(self.tracer, f"chat {e.model}", parent, e.started_at, attrs, SpanKind.CLIENT)
+        span.set_attributes(attrs)
         if e.error_type is not None:
             fail(span, e.error_type, at=e.started_at + e.latency_s)
         end(span, e.started_at + e.latency_s)
 
     def _tool_span(self, parent: Span, name: str, call_id: str, tool_call_id: str | None, start: float) -> Span:
+        """A tool call's span (``name`` "": not known yet, given when the call ends)."""
         attrs: dict[str, Any] = {
             n.OPERATION: "execute_tool",
-            n.TOOL_NAME: name,
             n.TOOL_CALL_ID: tool_call_id or call_id,
             n.TOOL_TYPE: "function",
             n.OI_KIND: "TOOL",
-            n.OI_TOOL_NAME: name,
             "nbagent.call.id": call_id,
         }
-        return child(self.tracer, f"execute_tool {name}", parent, start, attrs)
+        if name:
+            attrs[n.TOOL_NAME] = attrs[n.OI_TOOL_NAME] = name
+        return child(self.tracer, f"execute_tool {name}" if name else "execute_tool", parent, start, attrs)
 
     def _approvals(self, task_id: str, step_id: str) -> dict[str, Any] | None:
         """The approval record of a step (``nbagent.approval``), if it has one."""
@@ -332,9 +375,14 @@ class RunnerTracer:
             span.add_event("nbagent.approval", attrs, timestamp=iso_ns(entry.get("at")))
 
     def _draw_tool_call(self, e: ToolCalled, parent: Span) -> None:
+        """A tool call's span after the fact, from its event, with its own times."""
+        self._finish_tool_call(e, self._tool_span(parent, "", e.call_id, e.tool_call_id, e.started_at))
+
+    def _finish_tool_call(self, e: ToolCalled, span: Span) -> None:
         out = e.output
         name = str(getattr(out, "tool_name", None) or "unknown")
-        span = self._tool_span(parent, name, e.call_id, e.tool_call_id, e.started_at)
+        span.update_name(f"execute_tool {name}")
+        span.set_attributes({n.TOOL_NAME: name, n.OI_TOOL_NAME: name})
         self._approval_events(span, self._approvals(e.task_id, e.step_id), e.call_id)
         if self.capture and out is not None:
             span.set_attribute(n.TOOL_ARGUMENTS, value_json(getattr(out, "raw_input", None)))
@@ -387,6 +435,18 @@ class RunnerTracer:
             end(span, e.at)
 
 
+def _chat_attributes(model: str, provider: str) -> dict[str, Any]:
+    """A model call's span's attributes known when it starts."""
+    return {
+        n.OPERATION: "chat",
+        n.REQUEST_MODEL: model,
+        n.PROVIDER: provider,
+        n.OI_KIND: "LLM",
+        n.OI_MODEL: model,
+        n.OI_PROVIDER: provider,
+    }
+
+
 _HANDLERS: dict[type[Event], Any] = {
     TaskCreated: RunnerTracer._task_created,
     StepStarted: RunnerTracer._step_started,
@@ -397,7 +457,9 @@ _HANDLERS: dict[type[Event], Any] = {
     TaskAbandoned: RunnerTracer._abandoned,
     TaskDeleted: RunnerTracer._deleted,
     RunnerReset: RunnerTracer._reset,
+    ModelCallStarted: RunnerTracer._model_call_started,
     ModelCalled: RunnerTracer._call,
+    ToolCallStarted: RunnerTracer._tool_call_started,
     ToolCalled: RunnerTracer._call,
     BatchStarted: RunnerTracer._batch_started,
     BatchTaskStarted: RunnerTracer._batch_task,

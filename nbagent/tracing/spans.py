@@ -6,6 +6,7 @@ Imported only when tracing is on (it imports ``opentelemetry``).
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -24,16 +25,29 @@ def in_context(span: Span) -> Context:
     return trace.set_span_in_context(span)
 
 
-def current_in_step(span: Span, step_id: str | None = None) -> None:
+def current_in_step(span: Span, step_id: str | None = None) -> Callable[[], None] | None:
     """Make ``span`` the current span for the rest of the running step's code (the step
     ``step_id``, if given), so spans that code makes (a tool's own, an instrumented HTTP
-    client's) go under it; it stops being current when the step's code ends. Heard outside
-    a step, or a span that carries no trace (a no-op provider's): nothing to do."""
+    client's) go under it; it stops being current when the step's code ends, or earlier when
+    the function returned is called in the same context (a model call that ended). Heard
+    outside a step, or a span that carries no trace (a no-op provider's): nothing to do."""
     ctx = current_step()
     if ctx is None or (step_id is not None and ctx.step_id != step_id) or not span.get_span_context().is_valid:
-        return
-    token = otel_context.attach(trace.set_span_in_context(span))
-    ctx.on_exit(lambda: otel_context.detach(token))
+        return None
+    attached = trace.set_span_in_context(span)
+    token = otel_context.attach(attached)
+    detached = False
+
+    def release() -> None:
+        # only where it is still the current one: a call that ended in another context (a
+        # stream read by another task) is detached by the step's end, in the step's context
+        nonlocal detached
+        if not detached and otel_context.get_current() is attached:
+            detached = True
+            otel_context.detach(token)
+
+    ctx.on_exit(release)
+    return release
 
 
 def ns(seconds: float) -> int:

@@ -130,11 +130,12 @@ print(failed.status.status_code.name, "|", failed.attributes["error.type"], "|",
 print({key: failed.attributes[key] for key in ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.operation.name")})
 """),
     md("""
-## Your own spans go under the step
+## Your own spans go under the call that made them
 
-While a step's code runs, its step span is the *current* span. So a span your tool makes
-with the usual `tracer.start_as_current_span(...)`, or one an instrumented HTTP client makes
-inside a model call, lands under the step that made it, in the same trace, instead of
+While a step runs, its span is the *current* span, and while a tool or a model call runs, its
+`execute_tool` or `chat` span is. So a span your tool makes with the usual
+`tracer.start_as_current_span(...)` lands under that tool call, and one an instrumented HTTP
+client makes inside a model call under that `chat` span: in the same trace, instead of
 starting a trace of its own.
 """),
     code("""
