@@ -293,6 +293,11 @@ def record_llm_call(usage: TokenUsage | None, latency_s: float) -> None:
         ctx.usage = usage if ctx.usage is None else ctx.usage + usage
 
 
+def _model_names(llm: Any) -> tuple[str, str]:
+    """What a model call's events name: the model, and who serves it."""
+    return str(getattr(llm, "model", "") or ""), str(getattr(llm, "provider_name", "") or type(llm).__name__)
+
+
 def start_model_call(llm: Any) -> int | None:
     """Tell the running step's listeners a model call begins; returns its number for
     ``report_model_call`` (None, and nothing built, unless one listens to ``ModelCallStarted``)."""
@@ -302,14 +307,9 @@ def start_model_call(llm: Any) -> int | None:
     if ctx is None or not ctx.dispatcher.wants(ModelCallStarted):
         return None
     ctx.calls_started += 1
+    model, provider = _model_names(llm)
     ctx.dispatcher.emit(
-        ModelCallStarted(
-            ctx.task_id,
-            step_id=ctx.step_id,
-            model=str(getattr(llm, "model", "") or ""),
-            provider=str(getattr(llm, "provider_name", "") or type(llm).__name__),
-            call_no=ctx.calls_started,
-        )
+        ModelCallStarted(ctx.task_id, step_id=ctx.step_id, model=model, provider=provider, call_no=ctx.calls_started)
     )
     return ctx.calls_started
 
@@ -332,12 +332,13 @@ def report_model_call(
     ctx = _current.get()
     if ctx is None or not ctx.dispatcher.wants(ModelCalled):
         return
+    model, provider = _model_names(llm)
     ctx.dispatcher.emit(
         ModelCalled(
             ctx.task_id,
             step_id=ctx.step_id,
-            model=str(getattr(llm, "model", "") or ""),
-            provider=str(getattr(llm, "provider_name", "") or type(llm).__name__),
+            model=model,
+            provider=provider,
             started_at=time.time() - latency_s,
             latency_s=latency_s,
             usage=usage,

@@ -46,7 +46,7 @@ from nbagent.events import (
 )
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
-from nbagent.tracing.spans import child, current_in_step, end, fail, in_context, iso_ns, ns
+from nbagent.tracing.spans import chat_attributes, child, current_in_step, end, fail, in_context, iso_ns, ns
 
 __all__ = ["RunnerTracer", "EVENTS"]
 
@@ -281,7 +281,7 @@ class RunnerTracer:
         step = None if task is None else task.steps.get(e.step_id)
         if step is None:
             return
-        span = child(self.tracer, f"chat {e.model}", step.span, e.at, _chat_attributes(e.model, e.provider), SpanKind.CLIENT)
+        span = child(self.tracer, f"chat {e.model}", step.span, e.at, chat_attributes(e.model, e.provider), SpanKind.CLIENT)
         step.open_calls[e.call_no] = (span, current_in_step(span, e.step_id))
 
     def _tool_call_started(self, e: ToolCallStarted) -> None:
@@ -318,7 +318,7 @@ class RunnerTracer:
     def _draw_model_call(self, e: ModelCalled, parent: Span) -> None:
         """A model call's span after the fact (its step's span started after it, or the
         call was not announced): from its event, with its own times."""
-        span = child(self.tracer, f"chat {e.model}", parent, e.started_at, _chat_attributes(e.model, e.provider),
+        span = child(self.tracer, f"chat {e.model}", parent, e.started_at, chat_attributes(e.model, e.provider),
                      SpanKind.CLIENT)
         self._finish_model_call(e, span)
 
@@ -433,18 +433,6 @@ class RunnerTracer:
             span.set_attribute("nbagent.batch.failed", e.failed)
             span.set_attribute("nbagent.batch.stopped", e.stopped)
             end(span, e.at)
-
-
-def _chat_attributes(model: str, provider: str) -> dict[str, Any]:
-    """A model call's span's attributes known when it starts."""
-    return {
-        n.OPERATION: "chat",
-        n.REQUEST_MODEL: model,
-        n.PROVIDER: provider,
-        n.OI_KIND: "LLM",
-        n.OI_MODEL: model,
-        n.OI_PROVIDER: provider,
-    }
 
 
 _HANDLERS: dict[type[Event], Any] = {

@@ -17,7 +17,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from nbagent.events import current_step
 from nbagent.tracing import names
 
-__all__ = ["ns", "iso_ns", "child", "in_context", "current_in_step", "end", "fail", "get_tracer", "SpanKind"]
+__all__ = [
+    "ns", "iso_ns", "child", "in_context", "current_in_step", "chat_attributes", "end", "fail", "get_tracer", "SpanKind",
+]
 
 
 def in_context(span: Span) -> Context:
@@ -48,6 +50,18 @@ def current_in_step(span: Span, step_id: str | None = None) -> Callable[[], None
 
     ctx.on_exit(release)
     return release
+
+
+def chat_attributes(model: str, provider: str) -> dict[str, Any]:
+    """A model call's span's attributes known when it starts (GenAI and OpenInference)."""
+    return {
+        names.OPERATION: "chat",
+        names.REQUEST_MODEL: model,
+        names.PROVIDER: provider,
+        names.OI_KIND: "LLM",
+        names.OI_MODEL: model,
+        names.OI_PROVIDER: provider,
+    }
 
 
 def ns(seconds: float) -> int:

@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from nbagent.events import ModelCalled
 from nbagent.tracing import names as n
 from nbagent.tracing.content import messages_json, value_json
-from nbagent.tracing.spans import child, current_in_step, end, fail
+from nbagent.tracing.spans import chat_attributes, child, current_in_step, end, fail
 from nbagent.workflow.agent_events import AgentInput, AgentOutput, ToolCall, ToolCallResult
 from nbagent.workflow.approval import ToolApprovalRequired
 from nbagent.workflow.events import StopEvent
@@ -113,14 +113,7 @@ class WorkflowTracer:
         self.handoff = None
         self.turn, self.turn_agent = child(self.tracer, f"invoke_agent {agent}", self.span, now, attrs), agent
         model, provider = self._model(agent)
-        chat_attrs: dict[str, Any] = {
-            n.OPERATION: "chat",
-            n.REQUEST_MODEL: model,
-            n.PROVIDER: provider,
-            n.OI_KIND: "LLM",
-            n.OI_MODEL: model,
-            n.OI_PROVIDER: provider,
-        }
+        chat_attrs = chat_attributes(model, provider)
         if self.capture:
             chat_attrs[n.INPUT_MESSAGES] = messages_json(e.input)
         self.chat = child(self.tracer, f"chat {model}", self.turn, now, chat_attrs, SpanKind.CLIENT)
