@@ -236,3 +236,17 @@ def test_a_renumbered_task_row_is_found_again(tmp_path: Path) -> None:
     assert other.execute("SELECT count(*) FROM tasks").fetchone()[0] == 2
     same(runner, AgentRunner.load(db))
     other.close()
+
+
+def test_a_task_written_again_in_full_keeps_its_place_among_the_run_s_tasks(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    runner = AgentRunner(Flaky(target=10**6), autosave=db)
+    a, b, c = (runner.create_task(name) for name in "abc")
+    for task in (a, b, c):
+        runner.run_step(task)
+    runner.run_step(b, input="stop")
+    runner.finalize_response(b)  # finalizing writes the task again in full, at a new place (seq)
+    runner.run_step(a)
+    loaded = AgentRunner.load(db)
+    assert [s.task.input for s in loaded.tasks.values()] == ["a", "b", "c"]
+    same(runner, loaded)

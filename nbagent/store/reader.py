@@ -120,7 +120,7 @@ def read_rows(
     task_of: dict[int, str] = {}  # a task's place (seq) -> its id; records of other places are stale
     for rowid, raw_id, seq, head, crc in db.execute(
         "SELECT rowid, CAST(task_id AS BLOB), seq, CAST(head AS BLOB), crc FROM tasks WHERE run_id=? "
-        "ORDER BY seq, rowid",
+        "ORDER BY rowid",  # (the order the run's tasks were made in; a task written again in full keeps its row)
         (run,),
     ):
         try:

@@ -171,7 +171,9 @@ class Writer:
             self.db.execute("UPDATE runs SET updated=? WHERE run_id=?", (now, self.run_id))
 
     def write_task_full(self, state: TaskState) -> None:
-        self._drop_task(state.task_id)
+        # a new place (seq): its older records are stale from here on. Its row stays where it
+        # is (updated in place), so the task keeps its place among the run's tasks
+        self.mirrors.pop(state.task_id, None)
         write_task(self, state, None)
 
     def _drop_task(self, task_id: str) -> None:
