@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbagent.allowlist import PersistError, allow_type
-from nbagent.store.autosave import AutosaveWarning, autosave_path, set_autosave
+from nbagent.store.autosave import AutosaveWarning, autosave_path, flush_autosave, set_autosave
 from nbagent.store.codec import (
     FORMAT,
     VERSION,
@@ -60,6 +60,7 @@ __all__ = [
     "atomic_write_text",
     "set_autosave",
     "autosave_path",
+    "flush_autosave",
     "AutosaveWarning",
     "RunStore",
     "TaskInfo",

@@ -100,7 +100,8 @@ def _flush_all() -> None:
 
 
 def flush_autosave(runner: AgentRunner) -> None:
-    """Write a run file autosave has put off (a store is always current)."""
+    """Write what autosave has put off: a spaced-out run file's last change, or the steps a
+    store with grouped commits (``RunStore(path, commit_every=...)``) holds back."""
     link = autosave_link(runner)
     if link is not None and link.flush is not None:
         link.flush()

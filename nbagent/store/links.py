@@ -9,12 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+import warnings
+
+from nbagent.store.damage import SQLITE_ERRORS, store_error
 
 if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
     from nbagent.store.writer import Writer
 
-__all__ = ["AutosaveWarning", "AutosaveLink", "StoreLinks", "autosave_link", "stop_autosave", "store_origin"]
+__all__ = ["AutosaveWarning", "AutosaveLink", "StoreLinks", "autosave_link", "stop_autosave", "store_origin", "autosave_warning"]
 
 
 class AutosaveWarning(RuntimeWarning):
@@ -58,3 +61,15 @@ def store_origin(runner: AgentRunner) -> tuple[str, str] | None:
     """``(store path, run id)``: the run of a store the runner was loaded from or saved as."""
     links = runner._services.get(StoreLinks)
     return None if links is None else links.origin
+
+
+def autosave_warning(writer: Writer, err: BaseException) -> None:
+    """Warn that an autosave into a store failed (the run goes on; the store keeps its last
+    committed step)."""
+    if isinstance(err, SQLITE_ERRORS):
+        err = store_error(writer.store.path, err, "saving a step", run=writer.run_id)
+    warnings.warn(
+        f"autosave to {writer.store.path} failed: {err}; the store keeps its last committed step",
+        AutosaveWarning,
+        stacklevel=3,
+    )

@@ -69,10 +69,11 @@ from nbagent.allowlist import PersistError
 from nbagent.schema import Task
 from nbagent.store.codec import FORMAT, VERSION, runner_from_dict
 from nbagent.store.damage import SQLITE_ERRORS, DamagedRunError, DamagedRunWarning, one_line, skips_from, store_error
-from nbagent.store.links import AutosaveLink, AutosaveWarning, StoreLinks, autosave_link, stop_autosave
+from nbagent.store.links import AutosaveLink, AutosaveWarning, StoreLinks, autosave_link, autosave_warning, stop_autosave
 from nbagent.store.reader import StoreRows, read_rows
 from nbagent.store.row_decoder import StoreDecoder
 from nbagent.store.sql import MAGIC, SQLITE_SUFFIXES, StoreConnection, header_intact, loads_row, py_text, sql_text
+from nbagent.store.grouped import check_commit_every, commit_all
 from nbagent.store.writer import Writer
 
 if TYPE_CHECKING:
@@ -127,7 +128,15 @@ class RunInfo:
 
 
 class RunStore(StoreConnection):
-    """A SQLite file holding runs (see the module docstring). Thread-safe; one connection."""
+    """A SQLite file holding runs (see the module docstring). Thread-safe; one connection.
+
+    ``commit_every``: 0 (the default) commits every step before ``run_step`` returns; a
+    number of seconds groups the commits of steps that come faster than that (see the module
+    docstring's *Grouped commits*)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0, commit_every: float = 0.0) -> None:
+        self.commit_every = check_commit_every(commit_every)  # (before the file is made)
+        super().__init__(path, timeout=timeout)
 
     def _before_open(self, timeout: float) -> None:
         from nbagent.store._schema1 import migrate_if_schema1
@@ -141,7 +150,19 @@ class RunStore(StoreConnection):
         self.close()
 
     def __repr__(self) -> str:
-        return f"RunStore({str(self.path)!r})"
+        every = f", commit_every={self.commit_every!r}" if self.commit_every else ""
+        return f"RunStore({str(self.path)!r}{every})"
+
+    def flush(self) -> None:
+        """Commit the steps this process's runners hold back from this store's file (grouped
+        commits, ``commit_every``); a read does it first."""
+        commit_all(self)
+
+    def close(self) -> None:
+        """Commit what waits, then close the connection (runners attached to this store stop
+        autosaving to it)."""
+        commit_all(self)
+        super().close()
 
     # ----- writing ----------------------------------------------------------------------
     def attach(self, runner: AgentRunner) -> str:
@@ -154,18 +175,19 @@ class RunStore(StoreConnection):
             try:
                 writer.on_event(event)
             except Exception as err:  # noqa: BLE001 - a step must not fail because a save did
-                _autosave_warning(writer, err)
+                autosave_warning(writer, err)
 
         from nbagent import events as ev
 
         # (a step's start and a streamed token change nothing a store holds: none is built for it)
         unsubscribe = runner.events.subscribe(on_store_event, ignore=(ev.StepStarted, ev.TokenStreamed))
-        runner._services.setdefault(AutosaveLink, lambda: AutosaveLink(self.path, unsubscribe, writer))
+        link = AutosaveLink(self.path, unsubscribe, writer, flush=writer.commit_pending)
+        runner._services.setdefault(AutosaveLink, lambda: link)
         return writer.run_id
 
     def save(self, runner: AgentRunner) -> str:
         """Write ``runner`` (every task) in full, in one transaction; returns its run id."""
-        writer = self._writer(runner)
+        writer = self._writer(runner)  # (a rewrite: what autosave held back goes with it)
         try:
             writer.rewrite()
         except SQLITE_ERRORS as err:
@@ -263,6 +285,7 @@ class RunStore(StoreConnection):
         return max(found, key=lambda t: t.updated) if found else None
 
     def _infos(self, where: str, args: tuple[Any, ...]) -> list[TaskInfo]:
+        commit_all(self)
         with self._lock:
             try:
                 rows = self._db.execute(
@@ -294,6 +317,7 @@ class RunStore(StoreConnection):
 
     def runs(self) -> list[RunInfo]:
         """Every stored run, oldest first (``damaged`` says what of a run's header is)."""
+        commit_all(self)
         with self._lock:
             try:
                 rows = self._db.execute(
@@ -337,6 +361,7 @@ class RunStore(StoreConnection):
         Damaged tasks are skipped with a ``DamagedRunWarning`` (the runner knows:
         ``runner.skipped_tasks``); damage whose reach cannot be told raises a
         ``DamagedRunError`` naming the store, the run and what is damaged."""
+        commit_all(self)
         try:
             with self._tx(write=False):  # one consistent read, even while a run writes
                 run, header, rows = self._read_run(run, tasks)
@@ -409,12 +434,3 @@ def start_autosave(runner: AgentRunner, store: RunStore) -> Writer:
     runner._services.setdefault(StoreLinks).origin = (str(store.path), writer.run_id)
     return writer
 
-
-def _autosave_warning(writer: Writer, err: BaseException) -> None:
-    if isinstance(err, SQLITE_ERRORS):
-        err = store_error(writer.store.path, err, "saving a step", run=writer.run_id)
-    warnings.warn(
-        f"autosave to {writer.store.path} failed: {err}; the store keeps its last committed step",
-        AutosaveWarning,
-        stacklevel=3,
-    )

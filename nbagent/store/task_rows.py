@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nbagent import costs as _costs
@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["write_task", "task_head", "all_steps"]
 
 
-def write_task(w: Writer, state: TaskState, dirty: set[str] | None) -> None:
+def write_task(w: Writer, state: TaskState, dirty: Collection[str] | None) -> None:
     """Write what changed in ``state`` since ``w`` last wrote it (``dirty=None``: all of it;
-    else the steps named are the ones that may have changed)."""
+    else the steps named, in the order they changed, are the ones that may have changed)."""
     tid = state.task_id
     m = w.mirrors.get(tid)
     if m is None:
@@ -174,7 +174,7 @@ def _task_row(w: Writer, state: TaskState, m: TaskMirror, head: str, status: str
         m.row = db.execute("SELECT rowid FROM tasks WHERE run_id=? AND task_id=?", (run, tid)).fetchone()[0]
 
 
-def _changed_steps(state: TaskState, m: TaskMirror, dirty: set[str]) -> dict[str, TaskStep]:
+def _changed_steps(state: TaskState, m: TaskMirror, dirty: Collection[str]) -> dict[str, TaskStep]:
     """The steps to write: those named, the queue, the running ones, those registered since."""
     steps = {}
     for sid in dirty:
@@ -197,12 +197,12 @@ def _changed_steps(state: TaskState, m: TaskMirror, dirty: set[str]) -> dict[str
     return steps
 
 
-def _number_outputs(state: TaskState, m: TaskMirror, dirty: set[str] | None) -> list[TaskStepOutput]:
+def _number_outputs(state: TaskState, m: TaskMirror, dirty: Collection[str] | None) -> list[TaskStepOutput]:
     """The outputs not written yet, each given its number ``n``."""
     new_outputs: list[TaskStepOutput] = []
     out_n, outs = m.out_n, m.outs
     for lst in (state.completed_steps, state.undone_outputs):
-        for out in (lst[-4:] if dirty is not None else lst):
+        for out in (lst[-(2 + len(dirty)):] if dirty is not None else lst):  # (a step's, or a group's)
             if id(out) not in out_n:
                 new_outputs.append(out)
                 out_n[id(out)] = len(outs)
@@ -222,7 +222,7 @@ def _number_outputs(state: TaskState, m: TaskMirror, dirty: set[str] | None) -> 
     return new_outputs
 
 
-def _positions(w: Writer, state: TaskState, m: TaskMirror, dirty: set[str] | None, fresh: dict[int, list[Any]]) -> None:
+def _positions(w: Writer, state: TaskState, m: TaskMirror, dirty: Collection[str] | None, fresh: dict[int, list[Any]]) -> None:
     """Which outputs are completed (in order), done (by step) and undone (in order).
     Rows about to be written (``fresh``: n -> [cpos, done, upos]) get theirs there."""
     out_n = m.out_n

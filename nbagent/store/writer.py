@@ -7,6 +7,9 @@ writer remembers of what the store holds (``nbagent.store.mirrors``) tells it wh
 memory's or a log's new items, a state dict whose record reads differently now, a task's new
 steps, outputs, snapshots and failures (``nbagent.store.task_rows``). Memories, logs and state
 dicts live in rows of their own; every other record refers to them (``nbagent.store.row_encoder``).
+
+Steps that come faster than a store's ``commit_every`` are committed in groups
+(``nbagent.store.grouped``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from nbagent.engine.state import TaskState
 from nbagent.memory import ChatMemoryBuffer
 from nbagent.store.codec import runner_header
 from nbagent.store.encoder import SHARED_STR_CHARS, memory_record
+from nbagent.store.grouped import Waiting, changed_by
+from nbagent.store.links import autosave_warning
 from nbagent.store.mirrors import Container, TaskMirror, common_prefix
 from nbagent.store.records import ItemRecord, ItemsCut, ObjectRecord
 from nbagent.store.row_encoder import StoreEncoder
@@ -62,6 +67,9 @@ class Writer:
         self._encoder = StoreEncoder(self)
         self._encoder.busy = False
         self.broken = False
+        #: steps held back (grouped commits: the store's ``commit_every``), or None
+        every = getattr(store, "commit_every", 0.0)
+        self.waiting = Waiting(every) if every else None
 
     def _reset(self) -> None:
         self.refs: dict[int, tuple[Any, Any, int]] = {}  # id(obj) -> (reference, obj, k)
@@ -113,6 +121,8 @@ class Writer:
         finally:
             self.ops.clear()
         self.broken = False
+        if self.waiting is not None:
+            self.waiting.committed(self)  # (all of it written)
 
     def _delete_run(self) -> None:
         self.db.execute("DELETE FROM tasks WHERE run_id=?", (self.run_id,))
@@ -190,13 +200,24 @@ class Writer:
         if t is ev.StepStarted or t is ev.TokenStreamed or not isinstance(event, ev.Event):
             return
         if not self.broken:
+            waiting = self.waiting
+            grouped = None if waiting is None else self._group(event, waiting)
+            if grouped:
+                return  # committed later, with the steps after it
             self.begin()
             try:
-                if self._one_statement(event):
+                if (waiting is None or not waiting.tasks) and self._one_statement(event):
+                    if waiting is not None:
+                        waiting.committed(self)
                     return
                 with self.store._tx():
-                    self._apply(event)
+                    if waiting is not None:
+                        self._write_waiting(waiting)
+                    if grouped is None:  # (a step just grouped is written with the others)
+                        self._apply(event)
                     self.flush()
+                if waiting is not None:
+                    waiting.committed(self)
                 return
             except Exception:  # noqa: BLE001 - the mirrors may be ahead of the store
                 self.broken = True
@@ -206,6 +227,68 @@ class Writer:
             finally:
                 self.ops.clear()
         self.rewrite()  # write in full; if that fails too, the caller warns
+
+    # ----- grouped commits (``nbagent.store.grouped``) ----------------------------------
+    def _group(self, event: Any, waiting: Waiting) -> bool | None:
+        """Mark what a step event changed. True: it waits (the last commit was less than
+        ``commit_every`` ago); False: commit now, with what waits; None: not a change that
+        waits (written now, after what waits)."""
+        if type(event) not in _STEP_EVENTS:
+            return None
+        task_id = event.task_id
+        state = self.runner._tasks.get(task_id)
+        if state is None or task_id not in self.mirrors:
+            return None
+        changed = changed_by(event, state)
+        with self.store._lock:  # (commit_pending may read them on another thread)
+            waits = waiting.add(task_id, changed, _ids.current_rng() is not None)
+        if waits and waiting.timer is None and not waiting.thread:
+            waiting.start(self)
+        return waits
+
+    def _write_waiting(self, waiting: Waiting) -> None:
+        """The records of what changed in the tasks that wait (inside the commit)."""
+        if waiting.header:
+            self.write_header()
+        tasks, mirrors = self.runner._tasks, self.mirrors
+        for task_id, dirty in list(waiting.tasks.items()):  # (cleared once committed)
+            state = tasks.get(task_id)
+            if state is not None and task_id in mirrors:
+                write_task(self, state, dirty)
+
+    def in_step(self) -> bool:
+        """A step of the runner is running (its state may be half changed: not written now)."""
+        return any(state.running for state in self.runner._tasks.values())
+
+    def commit_pending(self, at_exit: bool = False) -> bool:
+        """Commit the steps that wait (grouped commits); True if some did and are committed
+        now. Not while a step of the runner runs (its end commits them), unless ``at_exit``.
+        A failure warns (``AutosaveWarning``); the next commit writes the run in full."""
+        waiting = self.waiting
+        if waiting is None or not waiting.tasks or (not at_exit and self.in_step()):
+            return False
+        with self.store._lock:
+            if not waiting.tasks:  # (committed meanwhile)
+                return False
+            try:
+                if self.broken:
+                    self.rewrite()
+                    return True
+                self.begin()
+                try:
+                    with self.store._tx():
+                        self._write_waiting(waiting)
+                        self.flush()
+                except BaseException:
+                    self.broken = True  # the mirrors may be ahead of the store
+                    raise
+                finally:
+                    self.ops.clear()
+                waiting.committed(self)
+            except Exception as err:  # noqa: BLE001 - the run goes on; a later commit writes it in full
+                autosave_warning(self, err)
+                return False
+        return True
 
     def _one_statement(self, event: Any) -> bool:
         """A step of a task already in the store: its records and its task's row in one
@@ -256,14 +339,7 @@ class Writer:
             # finalizing rewrites the last output (its answer and sources): write it whole once
             self.write_task_full(state)
             return
-        dirty: set[str] = set()
-        step_id = getattr(event, "step_id", None)
-        if step_id:
-            dirty.add(step_id)
-        dirty.update(getattr(event, "next_step_ids", ()) or ())
-        if t is ev.StepUndone:
-            dirty.update(b for a, b in state.undone_edges[-64:] if a == step_id)
-        write_task(self, state, dirty)
+        write_task(self, state, changed_by(event, state))
 
     # ----- objects in rows of their own --------------------------------------------------
     def container(self, obj: Any) -> dict[str, Any]:
@@ -405,3 +481,4 @@ class Writer:
                 else:
                     return k1
         return None
+
