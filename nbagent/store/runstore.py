@@ -17,6 +17,15 @@ commit (that fsync would cost more than the step): a power cut or an OS crash ma
 the steps committed since the last checkpoint (SQLite syncs the log there, every ~4 MB of it,
 a few hundred steps), never corrupt the store. Standard library only (``sqlite3``).
 
+Grouped commits (``RunStore(path, commit_every=0.01)``; off by default): steps that come
+faster than ``commit_every`` seconds are committed together, which makes an autosaved step of
+a tight loop (a scripted or cached model, a replay) cost about 2.5 plain steps instead of
+4.5. A step that ends ``commit_every`` or more after the last commit is still committed before
+``run_step`` returns, so steps of a real model are not held back; faster ones wait at most
+about ``commit_every`` (a read of the store, the end of a notebook cell, ``flush_autosave``
+and the exit commit them too), and a process killed meanwhile loses them
+(``nbagent.store.grouped``).
+
 Damage (a disk, another tool): every log row, task row and run header carries a CRC-32 of its
 text started from what places it (schema 4), and a run's log rows are numbered without a gap,
 so a changed byte, a lost or moved row is told from an intact one; the reader skips a damaged
@@ -26,6 +35,8 @@ Public API (the batch runner builds on it; everything else here is private)::
 
     store = RunStore("runs.db")              # open or create; several runners, tasks and
                                              # processes may share one store
+    RunStore("runs.db", commit_every=0.01)   # group the commits of steps faster than 10 ms
+    store.flush()                            # commit what such a store's runners hold back
     run_id = store.attach(runner)            # autosave into the store (what
                                              # AgentRunner(worker, autosave="runs.db") does)
     store.save(runner)                       # write a runner in full now; returns its run id
