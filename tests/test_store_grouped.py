@@ -27,7 +27,7 @@ from nbagent.store import writer as writer_module
 from nbagent.store.links import AutosaveWarning, store_origin
 from tests.helpers import CountingWorker
 from tests.test_store import same
-from tests.test_store_log import Flaky, FlakyFlat
+from tests.test_store_log import Flaky, FlakyFlat, goes_on_alike, random_change
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,29 +75,7 @@ def test_random_changes_committed_in_groups_load_exactly_like_the_live_runner(
     tasks = [runner.create_task("first")]
     changes = loads = 0
     for i in range(160):
-        task = rng.choice(tasks)
-        state = runner.state_of(task.task_id)
-        roll = rng.random()
-        if state.finalized or roll < 0.04:
-            tasks.append(runner.create_task(f"task {i}"))
-        elif roll < 0.5:
-            runner.run_step(task, input=rng.choice([None, f"in {i}"]))
-        elif roll < 0.62 and state.completed_steps:
-            runner.undo_step(task, input=rng.choice([None, f"branch {i}"]))
-        elif roll < 0.68:
-            worker.fail_next = True
-            with pytest.raises(RuntimeError):
-                runner.run_step(task)
-        elif roll < 0.74 and runner.get_upcoming_steps(task):
-            runner.edit_step(task, runner.get_upcoming_steps(task)[0].step_id, input=f"edited {i}")
-        elif roll < 0.78:
-            runner.run_step(task, input="stop")
-            runner.finalize_response(task)
-        elif roll < 0.8 and len(tasks) > 1:
-            runner.delete_task(task)
-            tasks.remove(task)
-        else:
-            runner.run_step(task)
+        random_change(runner, worker, tasks, rng, i)
         changes += 1
         clock.now += rng.choice([0.01] * 6 + [2.0])  # mostly faster than commit_every
         if rng.random() < 0.12:
@@ -106,16 +84,7 @@ def test_random_changes_committed_in_groups_load_exactly_like_the_live_runner(
     same(runner, runner_cls.load(db))
     assert loads > 5 and log_rows(db) < changes * 0.6, (log_rows(db), changes)  # steps were committed in groups
     assert any(s.failures for s in runner.tasks.values()) and any(s.undone_outputs for s in runner.tasks.values())
-    # and the loaded run goes on like the live one
-    loaded = runner_cls.load(db, worker_cls(target=10**6))
-    for r in (runner, loaded):
-        seed_ids(11)
-        for state in list(r.tasks.values()):
-            if not state.finalized:
-                if state.completed_steps:
-                    r.undo_step(state.task_id)
-                r.run_step(state.task_id, input="after")
-    same(runner, loaded)
+    goes_on_alike(runner, runner_cls.load(db, worker_cls(target=10**6)))  # and the loaded run goes on alike
 
 
 def test_a_group_is_one_log_row_and_loads_like_steps_committed_one_by_one(tmp_path: Path, clock: Clock) -> None:

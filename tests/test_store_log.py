@@ -44,6 +44,40 @@ class FlakyFlat(Flaky):
         return {"count": 0, "seen_inputs": AppendLog()}
 
 
+def random_change(runner: AgentRunner, worker: Flaky, tasks: list[Task], rng: random.Random, i: int) -> str:
+    """One change of a random kind to one of ``tasks`` (which it keeps up to date); its kind."""
+    task = rng.choice(tasks)
+    state = runner.state_of(task.task_id)
+    roll = rng.random()
+    if state.finalized or roll < 0.05:
+        tasks.append(runner.create_task(f"task {i}"))
+        return "created"
+    if roll < 0.45:
+        runner.run_step(task, input=rng.choice([None, f"in {i}"]))
+        return "step"
+    if roll < 0.6 and state.completed_steps:
+        runner.undo_step(task, input=rng.choice([None, f"branch {i}"]))  # the next step makes a branch
+        return "undone"
+    if roll < 0.68:
+        worker.fail_next = True
+        with pytest.raises(RuntimeError):
+            runner.run_step(task)
+        return "failed"
+    if roll < 0.74 and runner.get_upcoming_steps(task):
+        runner.edit_step(task, runner.get_upcoming_steps(task)[0].step_id, input=f"edited {i}")
+        return "edited"
+    if roll < 0.8:
+        runner.run_step(task, input="stop")
+        runner.finalize_response(task)
+        return "finalized"
+    if roll < 0.84 and len(tasks) > 1:
+        runner.delete_task(task)
+        tasks.remove(task)
+        return "deleted"
+    runner.run_step(task)
+    return "step"
+
+
 def _run_id(runner: AgentRunner) -> str:
     return store_origin(runner)[1]  # type: ignore[no-any-return]
 
@@ -58,35 +92,15 @@ def test_random_changes_load_exactly_like_the_live_runner(tmp_path: Path, runner
     tasks = [runner.create_task("first")]
     done = 0
     for i in range(70):
-        task = rng.choice(tasks)
-        state = runner.state_of(task.task_id)
-        roll = rng.random()
-        if state.finalized or roll < 0.05:
-            tasks.append(runner.create_task(f"task {i}"))
-        elif roll < 0.45:
-            runner.run_step(task, input=rng.choice([None, f"in {i}"]))
-        elif roll < 0.6 and state.completed_steps:
-            runner.undo_step(task, input=rng.choice([None, f"branch {i}"]))  # the next step makes a branch
-        elif roll < 0.68:
-            worker.fail_next = True
-            with pytest.raises(RuntimeError):
-                runner.run_step(task)
-        elif roll < 0.74 and runner.get_upcoming_steps(task):
-            runner.edit_step(task, runner.get_upcoming_steps(task)[0].step_id, input=f"edited {i}")
-        elif roll < 0.8:
-            runner.run_step(task, input="stop")
-            runner.finalize_response(task)
-            done += 1
-        elif roll < 0.84 and len(tasks) > 1:
-            runner.delete_task(task)
-            tasks.remove(task)
-        else:
-            runner.run_step(task)
+        done += random_change(runner, worker, tasks, rng, i) == "finalized"
         same(runner, runner_cls.load(db))  # after every change, exactly the live runner
     assert done and len(runner.tasks) > 1  # the walk went through every kind of change
     assert any(s.failures for s in runner.tasks.values()) and any(s.undone_outputs for s in runner.tasks.values())
-    # and the loaded run goes on like the live one
-    loaded = runner_cls.load(db, worker_cls(target=10**6))
+    goes_on_alike(runner, runner_cls.load(db, worker_cls(target=10**6)))
+
+
+def goes_on_alike(runner: AgentRunner, loaded: AgentRunner) -> None:
+    """A loaded run goes on like the live one: an undo and a step in every open task."""
     for r in (runner, loaded):
         seed_ids(11)
         for state in list(r.tasks.values()):
