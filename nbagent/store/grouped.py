@@ -87,7 +87,7 @@ class Waiting:
         _watch_cells()
         loop = _sync._running()
         if loop is not None and loop is not _sync._portal and not _sync.NO_THREADS:
-            self.timer = (loop, loop.call_later(self.every, writer.commit_pending))
+            self.timer = (loop, loop.call_later(self.every, writer.commit_waiting))
 
     def committed(self, writer: Writer) -> None:
         """After any commit of the writer: nothing waits."""
@@ -127,7 +127,7 @@ def commit_all(store: Any = None) -> None:
     path = getattr(store, "path", None)
     for writer in list(_WAITING):
         if store is None or writer.store is store or writer.store.path == path:
-            writer.commit_pending()
+            writer.commit_waiting()
 
 
 _cells_watched = False
@@ -152,4 +152,4 @@ def _after_cell(*_: Any) -> None:
 @atexit.register
 def _at_exit() -> None:
     for writer in list(_WAITING):
-        writer.commit_pending(at_exit=True)
+        writer.commit_waiting(at_exit=True)

@@ -5,11 +5,11 @@ by these state classes, never as attributes of the runner's own.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-import warnings
 
 from nbagent.store.damage import SQLITE_ERRORS, store_error
 
@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from nbagent.runner.base import AgentRunner
     from nbagent.store.writer import Writer
 
-__all__ = ["AutosaveWarning", "AutosaveLink", "StoreLinks", "autosave_link", "stop_autosave", "store_origin", "autosave_warning"]
+__all__ = [
+    "AutosaveWarning",
+    "AutosaveLink",
+    "StoreLinks",
+    "autosave_link",
+    "stop_autosave",
+    "store_origin",
+    "autosave_warning",
+]
 
 
 class AutosaveWarning(RuntimeWarning):

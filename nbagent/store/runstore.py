@@ -80,11 +80,11 @@ from nbagent.allowlist import PersistError
 from nbagent.schema import Task
 from nbagent.store.codec import FORMAT, VERSION, runner_from_dict
 from nbagent.store.damage import SQLITE_ERRORS, DamagedRunError, DamagedRunWarning, one_line, skips_from, store_error
-from nbagent.store.links import AutosaveLink, AutosaveWarning, StoreLinks, autosave_link, autosave_warning, stop_autosave
+from nbagent.store.grouped import check_commit_every, commit_all
+from nbagent.store.links import AutosaveLink, StoreLinks, autosave_link, autosave_warning, stop_autosave
 from nbagent.store.reader import StoreRows, read_rows
 from nbagent.store.row_decoder import StoreDecoder
 from nbagent.store.sql import MAGIC, SQLITE_SUFFIXES, StoreConnection, header_intact, loads_row, py_text, sql_text
-from nbagent.store.grouped import check_commit_every, commit_all
 from nbagent.store.writer import Writer
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class RunStore(StoreConnection):
 
         # (a step's start and a streamed token change nothing a store holds: none is built for it)
         unsubscribe = runner.events.subscribe(on_store_event, ignore=(ev.StepStarted, ev.TokenStreamed))
-        link = AutosaveLink(self.path, unsubscribe, writer, flush=writer.commit_pending)
+        link = AutosaveLink(self.path, unsubscribe, writer, flush=writer.commit_waiting)
         runner._services.setdefault(AutosaveLink, lambda: link)
         return writer.run_id
 

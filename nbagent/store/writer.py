@@ -240,7 +240,7 @@ class Writer:
         if state is None or task_id not in self.mirrors:
             return None
         changed = changed_by(event, state)
-        with self.store._lock:  # (commit_pending may read them on another thread)
+        with self.store._lock:  # (commit_waiting may read them on another thread)
             waits = waiting.add(task_id, changed, _ids.current_rng() is not None)
         if waits and waiting.timer is None and not waiting.thread:
             waiting.start(self)
@@ -260,7 +260,7 @@ class Writer:
         """A step of the runner is running (its state may be half changed: not written now)."""
         return any(state.running for state in self.runner._tasks.values())
 
-    def commit_pending(self, at_exit: bool = False) -> bool:
+    def commit_waiting(self, at_exit: bool = False) -> bool:
         """Commit the steps that wait (grouped commits); True if some did and are committed
         now. Not while a step of the runner runs (its end commits them), unless ``at_exit``.
         A failure warns (``AutosaveWarning``); the next commit writes the run in full."""
