@@ -354,3 +354,19 @@ def test_the_default_commits_every_step_and_the_setting_shows_in_the_repr(tmp_pa
         runner.run_step(task)
         assert committed_steps(tmp_path / "runs.db") == [n]
     assert store_origin(runner) is not None
+
+
+def test_a_runner_dropped_while_its_steps_wait_still_has_them_committed(tmp_path: Path, clock: Clock) -> None:
+    import gc
+
+    db = tmp_path / "runs.db"
+    runner = AgentRunner(CountingWorker(target=10**6), autosave=RunStore(db, commit_every=1.0))  # type: ignore[arg-type]
+    task = runner.create_task("go")
+    clock.now += 0.1
+    for _ in range(3):
+        runner.run_step(task)
+    del runner, task
+    gc.collect()
+    assert committed_steps(db) == [0]
+    RunStore(db).flush()  # (as the cell's end or the exit would)
+    assert committed_steps(db) == [3]

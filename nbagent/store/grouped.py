@@ -22,7 +22,6 @@ import atexit
 import sys
 import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from nbagent import events as _ev
@@ -35,8 +34,9 @@ __all__ = ["Waiting", "changed_by", "commit_all", "MAX_COMMIT_EVERY"]
 
 MAX_COMMIT_EVERY = 60.0  # seconds: longer is not a group of fast steps but a save now and then
 _clock = time.monotonic  # (tests move it)
-#: writers holding steps back: what ``commit_all`` and the exit commit
-_WAITING: weakref.WeakSet[Writer] = weakref.WeakSet()
+#: writers holding steps back: what ``commit_all`` and the exit commit (held, so that a runner
+#: dropped while its steps wait still has them committed)
+_WAITING: set[Writer] = set()
 
 
 def check_commit_every(value: Any) -> float:
