@@ -25,6 +25,7 @@ from nbagent.store import RunStore, flush_autosave
 from nbagent.store import grouped as grouped_module
 from nbagent.store import writer as writer_module
 from nbagent.store.links import AutosaveWarning, store_origin
+from nbagent.store.runstore import writer_of
 from tests.helpers import CountingWorker
 from tests.test_store import same
 from tests.test_store_log import Flaky, FlakyFlat, goes_on_alike, random_change
@@ -365,6 +366,7 @@ def test_a_runner_dropped_while_its_steps_wait_still_has_them_committed(tmp_path
     clock.now += 0.1
     for _ in range(3):
         runner.run_step(task)
+    assert writer_of(runner).waiting.timer is None  # (no loop runs in plain code: nothing parked on one)
     del runner, task
     gc.collect()
     assert committed_steps(db) == [0]

@@ -85,8 +85,8 @@ class Waiting:
         self.thread = threading.get_ident()
         _WAITING.add(writer)
         _watch_cells()
-        loop = _sync._running()
-        if loop is not None and loop is not _sync._portal and not _sync.NO_THREADS:
+        loop = _sync._running()  # (a sync step stepped in place sets its thread's loop, not running)
+        if loop is not None and loop.is_running() and loop is not _sync._portal and not _sync.NO_THREADS:
             self.timer = (loop, loop.call_later(self.every, writer.commit_waiting))
 
     def committed(self, writer: Writer) -> None:
