@@ -264,3 +264,24 @@ def test_a_task_written_again_in_full_keeps_its_place_among_the_run_s_tasks(tmp_
     loaded = AgentRunner.load(db)
     assert [s.task.input for s in loaded.tasks.values()] == ["a", "b", "c"]
     same(runner, loaded)
+
+
+def test_saving_a_runner_into_the_store_it_autosaves_to_keeps_the_run_loadable(tmp_path: Path) -> None:
+    """``runner.save("runs.db")`` opens the file again (another ``RunStore``): the save must go
+    through the autosave's own writer, not rewrite the run under it."""
+    db = tmp_path / "runs.db"
+    runner = AgentRunner(Flaky(target=10**6), autosave=db)
+    task = runner.create_task("go")
+    for _ in range(3):
+        runner.run_step(task)
+    runner.save(db)
+    for _ in range(3):
+        runner.run_step(task)
+    same(runner, AgentRunner.load(db))
+    other = RunStore(db)  # a label and a task saved in full through another object for the file
+    other.label(runner, task, key="k", tag="t")
+    other.save_task(runner, runner.create_task("second"), key="k2")
+    runner.run_step(task)
+    same(runner, AgentRunner.load(db))
+    assert sorted((t.key, t.steps) for t in other.tasks()) == [("k", 7), ("k2", 0)]
+    assert len(other.runs()) == 1

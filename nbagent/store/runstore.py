@@ -214,13 +214,14 @@ class RunStore(StoreConnection):
         writer = self._writer(runner)
         if writer.broken:  # a write failed half-way: what it remembers may be ahead of the store
             writer.rewrite()
+        store = writer.store  # (this object, or the autosave's own for this file: one connection writes)
         writer.begin()
         try:
-            with self._tx():
+            with store._tx():
                 writer.write_header()
                 writer.write_task_full(state)
                 writer.flush()
-                self._label(writer.run_id, state.task_id, key, tag)
+                store._label(writer.run_id, state.task_id, key, tag)
         except BaseException as err:
             writer.broken = True  # its mirrors may be ahead of the store: an autosave writes in full next
             if isinstance(err, SQLITE_ERRORS):
@@ -235,7 +236,9 @@ class RunStore(StoreConnection):
         """The writer keeping ``runner`` in this store: its autosave's, or one kept for it, so
         that every save of one runner goes to one run."""
         writer = writer_of(runner)
-        if writer is not None and writer.store is self:
+        if writer is not None and self._holds(writer):
+            # (a second writer would rewrite the run under its autosave, which then writes
+            # after log rows that are gone: the run would no longer load)
             return writer
         links = runner._services.setdefault(StoreLinks)
         writer = links.writers.get(str(self.path))
@@ -245,11 +248,15 @@ class RunStore(StoreConnection):
                 links.origin = (str(self.path), writer.run_id)
         return writer
 
+    def _holds(self, writer: Writer) -> bool:
+        """``writer`` writes into this store's file (through this object or another one)."""
+        return writer.store is self or writer.store.path == self.path
+
     def label(self, runner: AgentRunner, task: Task | str, *, key: str | None = None, tag: str | None = None) -> None:
         """Label a stored task of ``runner`` (saved or autosaved) with ``key`` and ``tag``."""
         state = runner.state_of(task)
         writer = writer_of(runner)
-        if writer is None or writer.store is not self:
+        if writer is None or not self._holds(writer):
             raise PersistError(
                 f"task {state.task_id!r} is not autosaved to {self.path}; use save_task(runner, task, key=..., tag=...)"
             )
