@@ -436,7 +436,7 @@ STORE_DAMAGE = {
     "format mark missing": ["DELETE FROM meta WHERE name='format'"],
     "log table lost": ["DROP TABLE log"],
     "tasks table lost": ["DROP TABLE tasks"],
-    "runs table lost": ["DROP VIEW step_commit", "DROP TABLE runs"],
+    "runs table lost": ["DROP VIEW step_commit2", "DROP TABLE runs"],
     "meta table lost": ["DROP TABLE meta"],
     # SQLite's own error message then holds bytes that are not UTF-8 (sqlite3 raises UnicodeDecodeError)
     "schema table damaged": [

@@ -15,7 +15,8 @@ import pytest
 from nbagent import AgentChatResponse, AgentRunner, ParallelAgentRunner, Task, seed_ids
 from nbagent.persist import DamagedRunError, PersistError
 from nbagent.runner.snapshot import AppendLog
-from nbagent.store import RunStore
+from nbagent.store import RunStore, flush_autosave
+from nbagent.store.links import AutosaveWarning
 from nbagent.store.links import store_origin
 from tests.helpers import CountingWorker
 from tests.test_store import same
@@ -285,3 +286,31 @@ def test_saving_a_runner_into_the_store_it_autosaves_to_keeps_the_run_loadable(t
     same(runner, AgentRunner.load(db))
     assert sorted((t.key, t.steps) for t in other.tasks()) == [("k", 7), ("k2", 0)]
     assert len(other.runs()) == 1
+
+
+@pytest.mark.parametrize("commit_every", [0, 30])
+def test_two_runners_autosaving_one_run_never_damage_it(tmp_path: Path, commit_every: float) -> None:
+    """A runner loaded from a run with autosave (here, or in another kernel) while the runner
+    that made it still autosaves it: the first to notice goes on as a new run, with a warning;
+    both runs load exactly like their runners. Before, the run was left with a gap in its log
+    and refused as damaged."""
+    db = tmp_path / "runs.db"
+    first = AgentRunner(Flaky(target=10**6), autosave=RunStore(db, commit_every=commit_every))
+    task = first.create_task("go")
+    for _ in range(3):
+        first.run_step(task)
+    second = AgentRunner.load(db, Flaky(target=10**6), autosave=True)  # the same run, rewritten
+    for _ in range(3):  # as many log rows as the first wrote: only the last row's checksum tells
+        second.run_step(task.task_id)
+    with pytest.warns(AutosaveWarning, match=rf"run '{_run_id(second)}' was written by another runner"):
+        first.run_step(task)
+        flush_autosave(first)
+    assert _run_id(first) != _run_id(second)
+    for runner in (first, second, first):
+        runner.run_step(task.task_id)
+    runs = RunStore(db).runs()
+    assert sorted(r.run_id for r in runs) == sorted([_run_id(first), _run_id(second)])
+    assert not any(r.damaged for r in runs)
+    same(first, AgentRunner.load(db, run=_run_id(first)))
+    same(second, AgentRunner.load(db, run=_run_id(second)))
+    assert len(first.state_of(task.task_id).completed_steps) == 6

@@ -236,7 +236,7 @@ def test_a_store_with_view_records_is_schema_4_and_a_schema_2_reader_refuses_it(
 def _as_written_before_checksums(path: Path, schema: str) -> None:
     """The store as an nbagent of schema 2 or 3 left it: no checksum columns."""
     with sqlite3.connect(path) as db:
-        db.execute("DROP VIEW step_commit")
+        db.execute("DROP VIEW step_commit2")
         for table in ("log", "tasks", "runs"):
             db.execute(f"ALTER TABLE {table} DROP COLUMN crc")
         db.execute("UPDATE meta SET value=? WHERE name='schema'", (schema,))

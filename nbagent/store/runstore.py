@@ -26,6 +26,11 @@ about ``commit_every`` (a read of the store, the end of a notebook cell, ``flush
 and the exit commit them too), and a process killed meanwhile loses them
 (``nbagent.store.grouped``).
 
+Two writers of one run (a runner loaded from it with autosave, here or in another process,
+while the runner that made it still autosaves it): each commit checks that the run's last log
+row is the one its writer wrote last; the writer that finds another's goes on as a new run and
+warns (``AutosaveWarning``), so neither run is damaged.
+
 Damage (a disk, another tool): every log row, task row and run header carries a CRC-32 of its
 text started from what places it (schema 4), and a run's log rows are numbered without a gap,
 so a changed byte, a lost or moved row is told from an intact one; the reader skips a damaged

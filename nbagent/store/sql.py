@@ -56,13 +56,24 @@ CREATE TABLE IF NOT EXISTS log(id INTEGER PRIMARY KEY, ops TEXT NOT NULL, crc IN
 """
 TABLES = frozenset({"meta", "runs", "tasks", "log"})
 
+# a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
+# so a run's rows are one range of the table's own key (no index to keep up to date)
+RUN_BITS = 36
+
 # A step's change as one statement (so one implicit transaction: no BEGIN/COMMIT statements):
 # inserting into this view appends the log row and updates the task's row (found by its rowid,
-# checked against its key); if that row is not there, the whole statement is undone.
+# checked against its key); if that row is not there, or the run's last log row is not the one
+# this writer wrote last (``prev_crc``: another writer has rewritten or continued the run
+# meanwhile), the whole statement is undone. (``step_commit``, the view of stores written
+# before the second check, is left for the nbagent versions that use it.)
+RUN_MOVED = "nbagent: the run moved"
 STEP_SQL = (
-    """CREATE VIEW IF NOT EXISTS step_commit(id, ops, crc, task_row, task_id, run_id, status, response, steps,
-    updated, head, head_crc) AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL""",
-    """CREATE TRIGGER IF NOT EXISTS step_commit_insert INSTEAD OF INSERT ON step_commit BEGIN
+    """CREATE VIEW IF NOT EXISTS step_commit2(id, ops, crc, prev_crc, task_row, task_id, run_id, status, response,
+    steps, updated, head, head_crc) AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL""",
+    f"""CREATE TRIGGER IF NOT EXISTS step_commit2_insert INSTEAD OF INSERT ON step_commit2 BEGIN
+    SELECT RAISE(ABORT, '{RUN_MOVED}') WHERE NEW.id % {1 << RUN_BITS} != 0
+        AND NOT EXISTS (SELECT 1 FROM log WHERE id = NEW.id - 1 AND crc IS NEW.prev_crc);
     INSERT INTO log VALUES(NEW.id, NEW.ops, NEW.crc);
     UPDATE tasks SET status=NEW.status, response=NEW.response, steps=NEW.steps, updated=NEW.updated,
         head=NEW.head, crc=NEW.head_crc WHERE rowid=NEW.task_row AND task_id=NEW.task_id AND run_id=NEW.run_id;
@@ -70,9 +81,12 @@ STEP_SQL = (
     END""",
 )
 
-# a log row's id: the run's number in its high bits, the row's place in the run in its low ones,
-# so a run's rows are one range of the table's own key (no index to keep up to date)
-RUN_BITS = 36
+
+def run_moved(err: BaseException) -> bool:
+    """``err`` says another writer rewrote or continued this writer's run since its last row
+    (the step statement's check, or a log row id taken)."""
+    text = str(err)
+    return RUN_MOVED in text or (isinstance(err, sqlite3.IntegrityError) and "log.id" in text)
 
 
 def run_range(no: int) -> tuple[int, int]:
@@ -266,6 +280,7 @@ class StoreConnection:
             if not any(col[1] == "crc" for col in self._db.execute(f"PRAGMA table_info({table})")):
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
         self._db.execute("DROP VIEW IF EXISTS step_commit")  # (its trigger goes with it)
+        self._db.execute("DROP VIEW IF EXISTS step_commit2")
 
     def _check_empty(self, tables: set[str]) -> None:
         """A file with no meta table must hold no table at all (a new store)."""

@@ -15,6 +15,8 @@ Steps that come faster than a store's ``commit_every`` are committed in groups
 from __future__ import annotations
 
 import time
+import uuid
+import warnings
 import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,11 +29,11 @@ from nbagent.memory import ChatMemoryBuffer
 from nbagent.store.codec import runner_header
 from nbagent.store.encoder import SHARED_STR_CHARS, memory_record
 from nbagent.store.grouped import Waiting, changed_by
-from nbagent.store.links import autosave_warning
+from nbagent.store.links import AutosaveWarning, StoreLinks, autosave_warning
 from nbagent.store.mirrors import Container, TaskMirror, common_prefix
 from nbagent.store.records import ItemRecord, ItemsCut, ObjectRecord
 from nbagent.store.row_encoder import StoreEncoder
-from nbagent.store.sql import RUN_BITS, StoreConnection, dumps, log_crc, run_range, run_seed, sql_text
+from nbagent.store.sql import RUN_BITS, RUN_MOVED, StoreConnection, dumps, log_crc, run_moved, run_range, run_seed, sql_text
 from nbagent.store.task_rows import write_task
 
 if TYPE_CHECKING:
@@ -61,12 +63,14 @@ class Writer:
         self.seed = run_seed(run_id)  # every checksum of the run starts from its id
         self.run_no: int | None = None  # the run's number in the runs table
         self.log_seq: int | None = None  # the next log row's place in the run (None: ask the store)
+        self.last_crc: int | None = None  # the checksum of the row before it (what this writer wrote last)
         self.ops: list[tuple[Any, ...]] = []  # the records this transaction writes (JSON-ready)
         self.row_update: list[Any] | None = None  # see _one_statement
         self._reset()
         self._encoder = StoreEncoder(self)
         self._encoder.busy = False
         self.broken = False
+        self.moved = False  # another writer took this run over (see _fork)
         #: steps held back (grouped commits: the store's ``commit_every``), or None
         every = getattr(store, "commit_every", 0.0)
         self.waiting = Waiting(every) if every else None
@@ -106,7 +110,10 @@ class Writer:
 
     # ----- whole runs -------------------------------------------------------------------
     def rewrite(self) -> None:
-        """Write the whole runner again, dropping what the store held of this run."""
+        """Write the whole runner again, dropping what the store held of this run (as a new
+        run if another writer has taken this one over: see ``_fork``)."""
+        if self.moved:
+            self._fork()
         self.begin()
         try:
             with self.store._tx():
@@ -124,12 +131,33 @@ class Writer:
         if self.waiting is not None:
             self.waiting.committed(self)  # (all of it written)
 
+    def _fork(self) -> None:
+        """Another writer rewrote or continued this run since this writer's last row (a runner
+        loaded from it with autosave, in this process or another): keep the run as that one
+        left it, and go on as a new run (with a warning naming both)."""
+        old = self.run_id
+        self.run_id = "run-" + uuid.uuid4().hex[:12]  # (not from nbagent.ids: a seeded sequence stays as it is)
+        self.seed = run_seed(self.run_id)
+        self.run_no = self.log_seq = self.last_crc = None
+        self.moved = False
+        links = self.runner._services.get(StoreLinks)
+        if links is not None and links.origin == (str(self.store.path), old):
+            links.origin = (str(self.store.path), self.run_id)
+        warnings.warn(
+            f"{self.store.path}: run {old!r} was written by another runner or process (one that loaded it with "
+            f"autosave, say) while this runner autosaved it; this runner goes on as run {self.run_id!r}, and run "
+            f"{old!r} stays as the other one left it",
+            AutosaveWarning,
+            stacklevel=5,
+        )
+
     def _delete_run(self) -> None:
         self.db.execute("DELETE FROM tasks WHERE run_id=?", (self.run_id,))
         no = self._run_no()
         if no is not None:
             self.db.execute("DELETE FROM log WHERE id>=? AND id<?", run_range(no))
         self.log_seq = 0
+        self.last_crc = None
 
     def _run_no(self) -> int | None:
         if self.run_no is None:
@@ -145,16 +173,22 @@ class Writer:
         no = self._run_no()
         if no is None:
             raise PersistError(f"run {self.run_id!r} has no header row in {self.store.path}")
-        if self.log_seq is None:
+        if self.log_seq is None:  # (joining a run the store holds: after its last row)
             lo, hi = run_range(no)
-            last = self.db.execute("SELECT max(id) FROM log WHERE id>=? AND id<?", (lo, hi)).fetchone()[0]
-            self.log_seq = 0 if last is None else last - lo + 1
+            last = self.db.execute("SELECT id, crc FROM log WHERE id>=? AND id<? ORDER BY id DESC LIMIT 1", (lo, hi)).fetchone()
+            self.log_seq, self.last_crc = (0, None) if last is None else (last[0] - lo + 1, last[1])
+        elif self.log_seq:
+            before = self.db.execute("SELECT crc FROM log WHERE id=?", ((no << RUN_BITS) + self.log_seq - 1,)).fetchone()
+            if before is None or before[0] != self.last_crc:
+                raise PersistError(f"{RUN_MOVED}: run {self.run_id!r} was written by another writer since")
         if self.log_seq >= 1 << RUN_BITS:
             raise PersistError(f"run {self.run_id!r} has {self.log_seq} log rows; save it in full (store.save) to compact it")
         row_id = (no << RUN_BITS) + self.log_seq
         text = dumps(self.ops)
-        self.cur.execute("INSERT INTO log VALUES(?,?,?)", (row_id, text, log_crc(self.seed, row_id, text.encode())))
+        crc = log_crc(self.seed, row_id, text.encode())
+        self.cur.execute("INSERT INTO log VALUES(?,?,?)", (row_id, text, crc))
         self.log_seq += 1
+        self.last_crc = crc
         self.ops.clear()
 
     def write_header(self, force: bool = False) -> None:
@@ -219,8 +253,9 @@ class Writer:
                 if waiting is not None:
                     waiting.committed(self)
                 return
-            except Exception:  # noqa: BLE001 - the mirrors may be ahead of the store
+            except Exception as err:  # noqa: BLE001 - the mirrors may be ahead of the store
                 self.broken = True
+                self.moved = self.moved or run_moved(err)
             except BaseException:  # an interrupt: the mirrors may be ahead too; save in full next time
                 self.broken = True
                 raise
@@ -279,13 +314,20 @@ class Writer:
                     with self.store._tx():
                         self._write_waiting(waiting)
                         self.flush()
-                except BaseException:
+                except BaseException as err:
                     self.broken = True  # the mirrors may be ahead of the store
+                    self.moved = self.moved or run_moved(err)
                     raise
                 finally:
                     self.ops.clear()
                 waiting.committed(self)
             except Exception as err:  # noqa: BLE001 - the run goes on; a later commit writes it in full
+                if self.moved:  # another writer took the run over: go on as a new run now
+                    try:
+                        self.rewrite()
+                        return True
+                    except Exception as again:  # noqa: BLE001
+                        err = again
                 autosave_warning(self, err)
                 return False
         return True
@@ -308,12 +350,13 @@ class Writer:
                 self.row_update = None
             log_id = (self.run_no << RUN_BITS) + self.log_seq
             text = dumps(self.ops)
+            crc = log_crc(self.seed, log_id, text.encode())
             self.cur.execute(
-                "INSERT INTO step_commit VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-                (log_id, text, log_crc(self.seed, log_id, text.encode()), row, tid, run, status, response, steps,
-                 updated, head, head_crc),
+                "INSERT INTO step_commit2 VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (log_id, text, crc, self.last_crc, row, tid, run, status, response, steps, updated, head, head_crc),
             )
             self.log_seq += 1
+            self.last_crc = crc
             self.ops.clear()
         return True
 
