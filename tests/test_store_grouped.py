@@ -56,6 +56,16 @@ def committed_steps(db: Path) -> list[int]:
         return [n for (n,) in con.execute("SELECT steps FROM tasks ORDER BY seq")]
 
 
+def three_waiting_steps(db: Path, clock: Clock, worker: Any = None) -> tuple[AgentRunner, Task]:
+    """A runner grouping commits (1 s) whose three steps wait, the clock standing still."""
+    runner = AgentRunner(worker or CountingWorker(target=10**6), autosave=RunStore(db, commit_every=1.0))
+    task = runner.create_task("go")
+    clock.now += 0.1
+    for _ in range(3):
+        runner.run_step(task)
+    return runner, task
+
+
 def log_rows(db: Path) -> int:
     with sqlite3.connect(db) as con:
         return int(con.execute("SELECT count(*) FROM log").fetchone()[0])
@@ -313,11 +323,7 @@ def test_a_failed_group_commit_warns_then_the_run_is_written_in_full(
     tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "runs.db"
-    runner = AgentRunner(CountingWorker(target=10**6), autosave=RunStore(db, commit_every=1.0))  # type: ignore[arg-type]
-    task = runner.create_task("go")
-    clock.now += 0.1
-    for _ in range(3):
-        runner.run_step(task)
+    runner, task = three_waiting_steps(db, clock)
     real = writer_module.write_task
 
     def broken(*args: Any) -> None:
@@ -361,11 +367,7 @@ def test_a_runner_dropped_while_its_steps_wait_still_has_them_committed(tmp_path
     import gc
 
     db = tmp_path / "runs.db"
-    runner = AgentRunner(CountingWorker(target=10**6), autosave=RunStore(db, commit_every=1.0))  # type: ignore[arg-type]
-    task = runner.create_task("go")
-    clock.now += 0.1
-    for _ in range(3):
-        runner.run_step(task)
+    runner, task = three_waiting_steps(db, clock)
     assert writer_of(runner).waiting.timer is None  # (no loop runs in plain code: nothing parked on one)
     del runner, task
     gc.collect()

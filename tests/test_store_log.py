@@ -314,3 +314,21 @@ def test_two_runners_autosaving_one_run_never_damage_it(tmp_path: Path, commit_e
     same(first, AgentRunner.load(db, run=_run_id(first)))
     same(second, AgentRunner.load(db, run=_run_id(second)))
     assert len(first.state_of(task.task_id).completed_steps) == 6
+
+
+def test_a_task_saved_in_full_into_a_run_another_writer_took_over_is_refused_then_the_runner_goes_on_as_a_new_run(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    first = AgentRunner(Flaky(target=10**6), autosave=db)
+    task = first.create_task("go")
+    first.run_step(task)
+    second = AgentRunner.load(db, Flaky(target=10**6), autosave=True)
+    second.run_step(task.task_id)
+    with pytest.raises(PersistError, match="the run moved: run '.*' was written by another writer since"):
+        RunStore(db).save_task(first, task, key="mine")
+    with pytest.warns(AutosaveWarning, match="this runner goes on as run"):
+        first.run_step(task)
+    assert _run_id(first) != _run_id(second)
+    same(first, AgentRunner.load(db, run=_run_id(first)))
+    same(second, AgentRunner.load(db, run=_run_id(second)))

@@ -89,7 +89,7 @@ from nbagent.store.grouped import check_commit_every, commit_all
 from nbagent.store.links import AutosaveLink, StoreLinks, autosave_link, autosave_warning, stop_autosave
 from nbagent.store.reader import StoreRows, read_rows
 from nbagent.store.row_decoder import StoreDecoder
-from nbagent.store.sql import MAGIC, SQLITE_SUFFIXES, StoreConnection, header_intact, loads_row, py_text, sql_text
+from nbagent.store.sql import MAGIC, SQLITE_SUFFIXES, StoreConnection, header_intact, loads_row, py_text, run_moved, sql_text
 from nbagent.store.writer import Writer
 
 if TYPE_CHECKING:
@@ -229,6 +229,7 @@ class RunStore(StoreConnection):
                 store._label(writer.run_id, state.task_id, key, tag)
         except BaseException as err:
             writer.broken = True  # its mirrors may be ahead of the store: an autosave writes in full next
+            writer.moved = writer.moved or run_moved(err)  # (as a new run, if another writer took this one over)
             if isinstance(err, SQLITE_ERRORS):
                 raise store_error(self.path, err, f"saving task {state.task_id}", run=writer.run_id) from err
             raise
